@@ -1,0 +1,258 @@
+"""EagleHead: the EAGLE-1/EAGLE-2 draft head, and its checkpoint format.
+
+    f_hat = Decoder( fc( [ e(token), feature ] ) )        # one Llama decoder layer, no input norm
+
+`fc` fuses the token embedding and the target feature (in this order, as the released heads do); the output
+is a predicted *feature*, which the target's frozen LM head turns into draft logits. Embedding and LM head
+belong to the target: a head file never carries copies of them (an `embed_tokens.weight` found in a
+released checkpoint is ignored).
+
+`shift` records how the head was trained:
+  shifted   : the pair that predicts f_{j} is (f_{j-1}, e(t_j))      -- EAGLE: the sampled token is known
+  unshifted : the pair that predicts f_{j} is (f_{j-1}, e(t_{j-1}))  -- the paper's ablation
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
+
+SHIFTS = ("shifted", "unshifted")
+HEAD_WEIGHTS = "model.safetensors"
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+SHIPPED_HEADS = {"shifted": os.path.join(ASSETS, "heads", "smollm2-135m-shifted"),
+                 "unshifted": os.path.join(ASSETS, "heads", "smollm2-135m-unshifted")}
+
+
+class HeadLoadError(ValueError):
+    """A head that cannot be loaded or does not fit the target; the message is meant for the user."""
+
+
+def head_config_from_target(target_config, shift: str = "shifted", bias: bool = True) -> LlamaConfig:
+    """A one-layer Llama config with the target's shapes (what a new head for this target looks like)."""
+    d = target_config.to_dict()
+    for k in ("quantization_config", "_name_or_path", "architectures", "auto_map", "layer_types",
+              "sliding_window", "use_sliding_window", "max_window_layers"):
+        d.pop(k, None)
+    d.update(num_hidden_layers=1, model_type="llama", bias=bias, eagle_shift=shift)
+    if getattr(target_config, "model_type", "llama") == "qwen2":
+        d["attention_bias"] = True  # Qwen2 projects q, k, v with a bias
+    cfg = LlamaConfig(**{k: v for k, v in d.items() if k not in ("model_type", "transformers_version")})
+    cfg.bias, cfg.eagle_shift = bias, shift
+    return cfg
+
+
+class HeadCache:
+    """Preallocated KV cache of the head's single layer: committed entries, then (while drafting) tree entries."""
+
+    def __init__(self, n_kv: int, head_dim: int, max_len: int, device, dtype):
+        self.k = torch.zeros(1, n_kv, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.zeros_like(self.k)
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        n = k.shape[2]
+        if self.length + n > self.k.shape[2]:
+            raise RuntimeError("head KV cache is full")
+        self.k[:, :, self.length:self.length + n] = k
+        self.v[:, :, self.length:self.length + n] = v
+        self.length += n
+        return self.k[:, :, :self.length], self.v[:, :, :self.length]
+
+
+class HeadAttention(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        b = bool(getattr(cfg, "attention_bias", False))
+        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=b)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=False)
+
+    def forward(self, x, cos, sin, cache: HeadCache | None, attn_mask):
+        B, n, _ = x.shape
+        q = self.q_proj(x).view(B, n, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.append(k, v)
+        rep = self.n_heads // self.n_kv
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        if attn_mask is None:  # plain causal over a fresh sequence (training)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
+
+
+class HeadDecoderLayer(nn.Module):
+    """A Llama decoder layer without the input norm (EAGLE feeds it the fused fc output directly)."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.self_attn = HeadAttention(cfg)
+        self.mlp = LlamaMLP(cfg)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, cache, attn_mask):
+        x = x + self.self_attn(x, cos, sin, cache, attn_mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class EagleHead(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.config = cfg
+        self.shift = getattr(cfg, "eagle_shift", "shifted")
+        if self.shift not in SHIFTS:
+            raise HeadLoadError(f"head config eagle_shift={self.shift!r}; expected one of {SHIFTS}")
+        H = cfg.hidden_size
+        self.fc = nn.Linear(2 * H, H, bias=bool(getattr(cfg, "bias", True)))
+        self.layers = nn.ModuleList([HeadDecoderLayer(cfg)])
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.path: str | None = None
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    def new_cache(self, max_len: int) -> HeadCache:
+        a = self.layers[0].self_attn
+        p = self.fc.weight
+        return HeadCache(a.n_kv, a.head_dim, max_len, p.device, p.dtype)
+
+    def forward(self, features, token_embeds, position_ids, cache: HeadCache | None = None, attn_mask=None):
+        """features, token_embeds: [B, n, H]; returns the predicted features [B, n, H].
+
+        attn_mask: None for plain causal attention over this input alone (training); otherwise an additive
+        [1, 1, n, cache_len + n] mask (the drafting code builds the ancestry mask).
+        """
+        x = self.fc(torch.cat((token_embeds, features), dim=-1))
+        cos, sin = self.rotary_emb(x, position_ids)
+        return self.layers[0](x, cos.to(x.dtype), sin.to(x.dtype), cache, attn_mask)
+
+    # ---------------------------------------------------------------- checkpoints
+    def save(self, folder: str, extra: dict | None = None):
+        os.makedirs(folder, exist_ok=True)
+        state = {k: v.detach().to("cpu").contiguous() for k, v in self.state_dict().items()
+                 if not k.startswith("rotary_emb.")}
+        save_file(state, os.path.join(folder, HEAD_WEIGHTS), metadata={"format": "pt"})
+        d = self.config.to_dict()
+        d.update(architectures=["EagleHead"], bias=bool(getattr(self.config, "bias", True)),
+                 eagle_shift=self.shift, num_hidden_layers=1)
+        d.update(extra or {})
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(d, f, indent=2, sort_keys=True)
+
+
+_IGNORED_KEYS = ("embed_tokens.weight", "lm_head.weight", "layers.0.input_layernorm.weight")
+
+
+def _read_state(folder: str) -> dict:
+    st = os.path.join(folder, HEAD_WEIGHTS)
+    if os.path.exists(st):
+        return load_file(st)
+    bins = [f for f in sorted(os.listdir(folder)) if f.endswith(".bin")]
+    if not bins:
+        raise HeadLoadError(f"no {HEAD_WEIGHTS} or .bin weights in {folder}")
+    state = {}
+    for b in bins:
+        try:  # weights only: a pickle that would run code is refused
+            state.update(torch.load(os.path.join(folder, b), map_location="cpu", weights_only=True))
+        except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError) as exc:
+            raise HeadLoadError(f"refusing {b}: not a weights-only checkpoint "
+                                f"({str(exc).splitlines()[0][:160]})") from None
+    return state
+
+
+def _resolve_folder(path: str) -> str:
+    if os.path.isdir(path):
+        return path
+    if os.path.exists(path):
+        raise HeadLoadError(f"head path {path!r} is a file; give the folder with config.json")
+    if path.count("/") == 1 and not path.startswith((".", "/")):
+        try:
+            from huggingface_hub import snapshot_download
+            return snapshot_download(path, allow_patterns=["config.json", "*.safetensors", "*.bin"])
+        except Exception as exc:
+            raise HeadLoadError(f"cannot fetch head {path!r}: {str(exc).splitlines()[0][:200]}") from None
+    raise HeadLoadError(f"head {path!r} not found (a folder with config.json, or a hub id)")
+
+
+def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
+    """Load a head from a folder (or hub id): config.json + safetensors, or an EAGLE-1 `.bin`."""
+    folder = _resolve_folder(path)
+    cfg_path = os.path.join(folder, "config.json")
+    if not os.path.exists(cfg_path):
+        raise HeadLoadError(f"{folder} has no config.json")
+    with open(cfg_path) as f:
+        d = json.load(f)
+    d.pop("architectures", None)
+    d["num_hidden_layers"] = 1
+    d.setdefault("bias", True)
+    d.setdefault("eagle_shift", shift or "shifted")
+    cfg = LlamaConfig(**{k: v for k, v in d.items() if k not in ("model_type", "transformers_version")})
+    cfg.bias, cfg.eagle_shift = d["bias"], d["eagle_shift"]
+    if target is not None and cfg.hidden_size != target.hidden_size:
+        raise HeadLoadError(f"head hidden size {cfg.hidden_size} does not match the target's "
+                            f"{target.hidden_size}: this head was trained for another model")
+    head = EagleHead(cfg)
+    state = {k: v for k, v in _read_state(folder).items() if k not in _IGNORED_KEYS}
+    state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in state.items()}
+    missing, unexpected = head.load_state_dict(state, strict=False)
+    missing = [m for m in missing if not m.startswith("rotary_emb.")]
+    if missing or unexpected:
+        raise HeadLoadError(f"head weights in {folder} do not fit the EAGLE layout: "
+                            f"missing {missing[:4]}, unexpected {list(unexpected)[:4]}")
+    head.path = folder
+    if target is not None:
+        head = head.to(device=target.device, dtype=target.dtype)
+    return head.eval()
+
+
+def random_head(target, shift: str = "shifted", seed: int = 0) -> EagleHead:
+    """A randomly initialised head: drafting is poor, but verification must stay exact with it."""
+    g = torch.random.fork_rng(devices=[])
+    with g:
+        torch.manual_seed(seed)
+        head = EagleHead(head_config_from_target(target.config, shift))
+        for m in head.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=getattr(head.config, "initializer_range", 0.02))
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+    head.path = f"random:{shift}"
+    return head.to(device=target.device, dtype=target.dtype).eval()
+
+
+def resolve_head(spec: str | None, target) -> EagleHead:
+    """`shifted`/`unshifted` (the shipped heads), `random`/`random-unshifted`, or a path / hub id."""
+    spec = spec or "shifted"
+    if spec in ("random", "random-shifted"):
+        return random_head(target, "shifted")
+    if spec == "random-unshifted":
+        return random_head(target, "unshifted")
+    if spec in SHIPPED_HEADS:
+        folder = SHIPPED_HEADS[spec]
+        if not os.path.exists(os.path.join(folder, "config.json")):
+            raise HeadLoadError(f"the shipped {spec} head is not in {folder} yet; "
+                                f"use --head random or train one with python -m eagle_core.train")
+        return load_head(folder, target)
+    return load_head(spec, target)

