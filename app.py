@@ -1,0 +1,620 @@
+"""EAGLE Lens: watch EAGLE speculative decoding draft and verify, cycle by cycle.
+
+    python app.py [--port 7860] [--share] [--target embedded|tiny|PATH] [--head shifted|random|PATH]
+
+This file only wires widgets: figures and HTML come from views/, all model work from eagle_core/.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+import views  # noqa: E402
+from views.walkthrough import STEPS, step_markdown, step_settings  # noqa: E402
+
+try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
+    import spaces
+    gpu = spaces.GPU(duration=120)
+except ImportError:
+    def gpu(fn):
+        return fn
+
+log = logging.getLogger("eagle_lens")
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAX_PROMPT_CHARS = 4000
+RANDOM_NOTICE = "Trained heads not found, using a random head: drafting is poor, verification stays exact."
+EXAMPLES = ["How can I learn Python quickly?", "Write a Python function that checks if a number is prime.",
+            "What is 17 * 23? Explain step by step.", "What are three tips for a good night's sleep?"]
+PRESETS = ["cpu-12", "cpu-8", "mc_sim_7b_63"]
+
+
+class UserError(ValueError):
+    """A message for the page."""
+
+
+# ----------------------------------------------------------------------------- the model (loaded once)
+class Model:
+    def __init__(self):
+        self.target = self.heads = None
+        self.status, self.error, self.notice = "loading", "", ""
+        self.started = time.time()
+        self.ready = threading.Event()
+
+    def require(self):
+        if self.status == "error":
+            raise UserError(f"The model failed to load: {self.error}")
+        if not self.ready.is_set():
+            raise UserError(f"The live model is still loading ({time.time() - self.started:.0f} s so far). "
+                            "The run shown was recorded earlier from the real model; try again in a moment.")
+        return self.target, self.heads
+
+
+MODEL = Model()
+
+
+def tiny_target():
+    """A tiny random Llama with the embedded tokenizer (tests and quick demos; the text is gibberish)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from eagle_core.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target
+    tok = AutoTokenizer.from_pretrained(embedded_gguf_dir(), gguf_file=EMBEDDED_GGUF)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                          tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+        model = LlamaForCausalLM(cfg)
+    t = load_target(model=model, tokenizer=tok)
+    t.name = "tiny-random"
+    return t
+
+
+def load_model(target_spec: str | None = None, head_spec: str = "shifted"):
+    """Load target and both heads (shifted + unshifted ablation); falls back to random heads with a notice."""
+    try:
+        import torch
+
+        from eagle_core.head import HeadLoadError, resolve_head
+        from eagle_core.target import load_target
+        if os.environ.get("EAGLE_LENS_THREADS"):
+            torch.set_num_threads(int(os.environ["EAGLE_LENS_THREADS"]))
+        elif (os.cpu_count() or 1) <= 2:
+            torch.set_num_threads(1)  # two threads fight each other (and anything else) on a 2-core box
+        target = tiny_target() if target_spec in ("tiny", "tiny-random") else load_target(
+            None if target_spec in (None, "", "embedded") else target_spec)
+        try:
+            if head_spec in ("random", "random-shifted"):
+                raise HeadLoadError("random heads requested")
+            heads = {"shifted": resolve_head(head_spec, target), "unshifted": resolve_head("unshifted", target)}
+        except HeadLoadError as exc:
+            log.warning("heads: %s", exc)
+            heads = {"shifted": resolve_head("random", target), "unshifted": resolve_head("random-unshifted", target)}
+            MODEL.notice = RANDOM_NOTICE
+        MODEL.target, MODEL.heads, MODEL.status = target, heads, "ready"
+    except Exception as exc:  # shown on the page, never as a trace
+        traceback.print_exc()
+        MODEL.status, MODEL.error = "error", str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    finally:
+        MODEL.ready.set()
+        log.warning("model %s in %.1fs", MODEL.status, time.time() - MODEL.started)
+
+
+def start_loading(target_spec=None, head_spec="shifted") -> threading.Thread:
+    MODEL.__init__()
+    th = threading.Thread(target=load_model, args=(target_spec, head_spec), daemon=True, name="load-model")
+    th.start()
+    return th
+
+
+# ----------------------------------------------------------------------------- the recorded first paint
+def load_trace(name="default") -> dict | None:
+    path = os.path.join(HERE, "assets", f"trace_{name}.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+TRACE = load_trace()
+
+
+def initial_state() -> dict:
+    t = TRACE or {}
+    return dict(sid=None, records=t.get("records", []), plain=t.get("plain_records", []),
+                race_eagle=t.get("records", []), prompt=t.get("prompt", ""), source="trace" if t else "empty")
+
+
+# ----------------------------------------------------------------------------- per-session decoders
+SESSIONS: dict[str, dict] = {}   # sid -> {decoder, key, stop: Event, used}
+MAX_SESSIONS, SESSION_TTL = 64, 3600.0
+
+
+def session(state: dict) -> dict:
+    now = time.time()
+    for sid in [s for s, e in SESSIONS.items() if now - e["used"] > SESSION_TTL]:
+        SESSIONS.pop(sid, None)
+    while len(SESSIONS) >= MAX_SESSIONS:
+        SESSIONS.pop(min(SESSIONS, key=lambda s: SESSIONS[s]["used"]), None)
+    if not state.get("sid") or state["sid"] not in SESSIONS:
+        state["sid"] = state.get("sid") or uuid.uuid4().hex
+        SESSIONS[state["sid"]] = dict(decoder=None, key=None, stop=threading.Event(), used=now)
+    SESSIONS[state["sid"]]["used"] = now
+    return SESSIONS[state["sid"]]
+
+
+def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total_tokens, max_new):
+    from eagle_core.engine import DecodeConfig
+
+    def num(v, name, lo, hi, kind=float):
+        try:
+            x = kind(v)
+        except (TypeError, ValueError):
+            raise UserError(f"{name} must be a number (got {v!r})") from None
+        if not lo <= x <= hi:
+            raise UserError(f"{name} must be between {lo} and {hi} (got {v})")
+        return x
+    t = num(temperature, "Temperature", 0.0, 2.0)
+    p = num(top_p, "Top-p", 0.01, 1.0)
+    s = num(seed, "Seed", 0, 2 ** 31 - 1, int)
+    d = num(depth, "Depth", 1, 10, int)
+    k = num(top_k, "Top-k", 1, 16, int)
+    n = num(total_tokens, "Total tokens", 2, 80, int)
+    m = num(max_new, "Max new tokens", 1, 512, int)
+    if shape == "Chain":
+        draft = "chain"
+    elif str(tree_kind).startswith("dynamic"):
+        draft = "dynamic"
+    else:
+        draft = "static"
+    if draft == "static" and preset not in PRESETS:
+        raise UserError(f"unknown tree preset {preset!r}")
+    return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else "cpu-12", depth=d, top_k=k,
+                        total_tokens=n, temperature=t, top_p=p, max_new_tokens=m, seed=s)
+
+
+def check_prompt(prompt) -> str:
+    prompt = prompt if isinstance(prompt, str) else ""
+    if not prompt.strip():
+        raise UserError("The prompt is empty: type a question or pick an example.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise UserError(f"The prompt is {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
+    return prompt
+
+
+@gpu
+def advance(sid: str, n: int = 1) -> list:
+    """Run up to n cycles of the session's decoder (the GPU work); returns their records as dicts."""
+    dec = SESSIONS[sid]["decoder"]
+    out = []
+    for _ in range(n):
+        if dec.done:
+            break
+        out.append(dataclasses.asdict(dec.step()))
+    return out
+
+
+@gpu
+def decode_all(cfg, shift: str, prompt: str) -> list:
+    """A whole generation, timed by the engine (the Race and the walkthrough)."""
+    from eagle_core.engine import EagleDecoder
+    target, heads = MODEL.require()
+    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    while not dec.done:
+        dec.step()
+    return [dataclasses.asdict(c) for c in dec.cycles]
+
+
+def ensure_decoder(state, prompt, shifted, cfg) -> str:
+    """The session's decoder for these settings; a new generation when there is none, it finished, or the
+    prompt/settings changed. Returns a notice."""
+    from eagle_core.engine import EagleDecoder
+    target, heads = MODEL.require()
+    prompt = check_prompt(prompt)
+    ent = session(state)
+    shift = "shifted" if shifted else "unshifted"
+    key = json.dumps([prompt, shift, dataclasses.asdict(cfg)])
+    dec = ent["decoder"]
+    if dec is not None and not dec.done and ent["key"] == key and state.get("source") == "live":
+        return ""
+    notice = ("Settings changed: started a new generation." if dec is not None and ent["key"] != key
+              and not dec.done else "")
+    ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
+    ent["key"] = key
+    state.update(records=[], prompt=prompt, source="live")
+    return notice
+
+
+# ----------------------------------------------------------------------------- rendering (views only)
+def render(state, cycle=None, node=None, status=""):
+    recs = state.get("records") or []
+    n = len(recs)
+    cyc = n - 1 if cycle is None else max(0, min(int(cycle), n - 1))
+    rec = recs[cyc] if n else None
+    choices = views.node_choices(rec) if rec else []
+    valid = {c[1] for c in choices}
+    node = node if node in valid else views.default_node(rec) if rec else None
+    slider = gr.update(maximum=max(1, n - 1), value=max(cyc, 0), interactive=n > 1)
+    if rec is None:
+        e = views.common.empty_figure("Press Step or Run to start")
+        return (views.text_html([]), views.stats_html([]), slider, e, gr.update(choices=[], value=None), e, e,
+                views.stats_figure([]), status, state)
+    src = ("<b>Recorded example</b> (from the real model, shown until you press Step or Run)."
+           if state.get("source") == "trace" else "")
+    return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
+            (f"<div class='el-note'>{src}</div>" if src else ""),
+            views.stats_html(recs, upto=cyc), slider, views.tree_figure(rec), gr.update(choices=choices, value=node),
+            views.probs_figure(rec, node), views.mask_figure(rec), views.stats_figure(recs, upto=cyc), status, state)
+
+
+N_RENDER = 10  # outputs of render()
+
+
+def status_line(state, extra="") -> str:
+    recs = state.get("records") or []
+    parts = [extra] if extra else []
+    if MODEL.notice:
+        parts.append(f"⚠️ {MODEL.notice}")
+    if recs and recs[-1].get("finished"):
+        parts.append(f"Generation finished ({recs[-1]['finished']}). Step or Run starts a new one.")
+    return "  \n".join(parts)
+
+
+def fail_outputs(state, msg, n=N_RENDER, status_index=8, state_index=9):
+    out = [gr.update()] * n
+    out[status_index] = f"❌ {msg}"
+    if state_index is not None:
+        out[state_index] = state
+    return tuple(out)
+
+
+def on_step(state, prompt, shifted, *cfg_args):
+    try:
+        cfg = make_config(*cfg_args)
+        notice = ensure_decoder(state, prompt, shifted, cfg)
+        state["records"] = state["records"] + advance(state["sid"], 1)
+        return render(state, status=status_line(state, notice))
+    except UserError as exc:
+        return fail_outputs(state, str(exc))
+    except ValueError as exc:   # the engine's messages for bad configs/prompts are meant for users
+        return fail_outputs(state, str(exc))
+    except Exception as exc:
+        traceback.print_exc()
+        return fail_outputs(state, f"Something went wrong ({type(exc).__name__}); press Reset and try again.")
+
+
+def on_run(state, prompt, shifted, *cfg_args):
+    try:
+        cfg = make_config(*cfg_args)
+        notice = ensure_decoder(state, prompt, shifted, cfg)
+        ent = SESSIONS[state["sid"]]
+        ent["stop"].clear()
+        dec = ent["decoder"]
+        while not dec.done:
+            if ent["stop"].is_set():
+                yield render(state, status=status_line(state, "Stopped. Step or Run continues."))
+                return
+            state["records"] = state["records"] + advance(state["sid"], 1)
+            yield render(state, status=status_line(state, notice or "Running…"))
+        yield render(state, status=status_line(state, notice))
+    except (UserError, ValueError) as exc:
+        yield fail_outputs(state, str(exc))
+    except Exception as exc:
+        traceback.print_exc()
+        yield fail_outputs(state, f"Something went wrong ({type(exc).__name__}); press Reset and try again.")
+
+
+def on_stop(state):
+    ent = SESSIONS.get(state.get("sid") or "")
+    if ent is None or ent["decoder"] is None:
+        return "Nothing is running."
+    ent["stop"].set()
+    return "Stopping after this cycle…"
+
+
+def on_reset(state):
+    ent = SESSIONS.get(state.get("sid") or "")
+    if ent is not None:
+        ent.update(decoder=None, key=None)
+        ent["stop"].set()
+    state.update(records=[], prompt="", source="live", plain=[], race_eagle=[])
+    return render(state, status=status_line(state, "Reset. Press Step or Run."))
+
+
+def on_view(state, cycle, node=None):
+    try:
+        node = int(node) if node not in (None, "") else None
+        return render(state, cycle, node, status=gr.update())
+    except Exception:
+        traceback.print_exc()
+        return fail_outputs(state, "Could not draw this cycle.")
+
+
+def on_race(state, prompt, shifted, *cfg_args):
+    try:
+        cfg = make_config(*cfg_args)
+        prompt = check_prompt(prompt)
+        MODEL.require()
+        lean = dataclasses.replace(cfg, record_topk=0)
+        shift = "shifted" if shifted else "unshifted"
+        plain = decode_all(dataclasses.replace(lean, draft="vanilla"), shift, prompt)
+        eagle = decode_all(lean, shift, prompt)
+        state.update(plain=plain, race_eagle=eagle)
+        e, v = views.summary(eagle), views.summary(plain)
+        same = "identical text" if [t for r in eagle for t in r["new_tokens"]] == [
+            t for r in plain for t in r["new_tokens"]] else "different samples (T > 0)"
+        msg = (f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} tok/s; "
+               f"{e['forwards']} vs {v['forwards']} target passes; {same}.")
+        return views.race_figure(eagle, plain), msg, state
+    except (UserError, ValueError) as exc:
+        return gr.update(), f"❌ {exc}", state
+    except Exception as exc:
+        traceback.print_exc()
+        return gr.update(), f"❌ Race failed ({type(exc).__name__}).", state
+
+
+@gpu
+def _ambiguity(prefix, branches):
+    from eagle_core.ambiguity import compute_ambiguity
+    target, heads = MODEL.require()
+    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches))
+    if MODEL.notice:
+        rec.note = MODEL.notice
+    return rec.to_dict()
+
+
+def on_ambiguity(prefix, branches):
+    try:
+        if not isinstance(prefix, str) or not prefix.strip():
+            raise UserError("Type a prefix, e.g. “How can I”.")
+        if len(prefix) > 300:
+            raise UserError("Keep the prefix short (under 300 characters).")
+        try:
+            b = int(branches)
+        except (TypeError, ValueError):
+            raise UserError("Branches must be a number.") from None
+        if not 2 <= b <= 6:
+            raise UserError("Branches must be between 2 and 6.")
+        rec = _ambiguity(prefix, b)
+        return (views.ambiguity_figure(rec), views.ambiguity_dist_figure(rec), views.ambiguity_html(rec),
+                "Computed live from the target and both heads.")
+    except (UserError, ValueError) as exc:
+        return gr.update(), gr.update(), gr.update(), f"❌ {exc}"
+    except Exception as exc:
+        traceback.print_exc()
+        return gr.update(), gr.update(), gr.update(), f"❌ Could not compute ({type(exc).__name__})."
+
+
+# ----------------------------------------------------------------------------- walkthrough
+def best_cycle(recs, view):
+    cyc = [r for r in recs if r["cycle"] > 0] or recs
+    if view == "probs":
+        with_rej = [r for r in cyc if any(n["status"] == "rejected" for n in r["nodes"]) and r["accept_length"]]
+        cyc = with_rej or cyc
+    return max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
+
+
+def walk_figure(i, recs, plain=None, amb=None):
+    view = STEPS[i]["view"]
+    if view == "race":
+        return views.race_figure(recs, plain or [])
+    if view == "ambiguity":
+        return views.ambiguity_figure(amb) if amb else views.common.empty_figure("press Show it live")
+    if not recs:
+        return views.common.empty_figure("press Show it live")
+    rec = best_cycle(recs, view)
+    return {"tree": views.tree_figure, "mask": views.mask_figure, "probs": views.probs_figure}[view](rec)
+
+
+def on_walk_select(i):
+    i = int(i)
+    t = TRACE or {}
+    # the recorded run illustrates steps whose preset matches it; the rest need "Show it live"
+    same = not STEPS[i]["preset"] or STEPS[i]["view"] in ("race", "ambiguity")
+    fig = walk_figure(i, t.get("records", []) if same else [], t.get("plain_records"), t.get("ambiguity"))
+    return step_markdown(i), fig, "Recorded example." if same and t else "Press “Show it live”."
+
+
+def on_walk_live(i):
+    try:
+        i = int(i)
+        s = step_settings(i)
+        view = STEPS[i]["view"]
+        if view == "ambiguity":
+            return views.ambiguity_figure(_ambiguity("How can I", 4)), "Live."
+        cfg = make_config(s["temperature"], s["top_p"], s["seed"], s["shape"], s["tree_kind"], "cpu-12",
+                          s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
+        shift = "shifted" if s["shifted"] else "unshifted"
+        recs = decode_all(cfg, shift, s["prompt"])
+        plain = decode_all(dataclasses.replace(cfg, draft="vanilla", record_topk=0), shift, s["prompt"]) \
+            if view == "race" else None
+        return walk_figure(i, recs, plain), f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}."
+    except (UserError, ValueError) as exc:
+        return gr.update(), f"❌ {exc}"
+    except Exception as exc:
+        traceback.print_exc()
+        return gr.update(), f"❌ Failed ({type(exc).__name__})."
+
+
+def on_walk_apply(i):
+    s = step_settings(int(i))
+    return (s["prompt"], s["temperature"], s["top_p"], s["seed"], s["shifted"], s["shape"], s["tree_kind"],
+            s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
+
+
+def model_banner():
+    if MODEL.status == "error":
+        return f"⚠️ The model failed to load: {MODEL.error}", gr.Timer(active=False)
+    if not MODEL.ready.is_set():
+        return (f"⏳ Loading the live model ({time.time() - MODEL.started:.0f} s)… meanwhile you see a run "
+                "recorded from the real model."), gr.Timer(active=True)
+    t = MODEL.target
+    heads = ", ".join(f"{k}: {os.path.basename(str(h.path))}" for k, h in MODEL.heads.items())
+    msg = f"✅ Live: target **{t.name}** on {t.device.type}; heads {heads}."
+    if MODEL.notice:
+        msg += f"  \n⚠️ {MODEL.notice}"
+    return msg, gr.Timer(active=False)
+
+
+# ----------------------------------------------------------------------------- layout
+CSS = views.text.CSS + views.stats.CSS + """
+.el-note {font-size: 15px; color: #7a4b00; margin-top: 6px;}
+.el-table {border-collapse: collapse; font-size: 15px;} .el-table td, .el-table th {padding: 4px 10px; border-bottom: 1px solid #ddd;}
+#el-title h1 {margin-bottom: 0;} #el-status {font-size: 16px;}
+body.el-presenter .gradio-container {zoom: 1.35;}
+body.el-presenter .el-text {font-size: 24px;}
+"""
+PRESENTER_JS = "(on) => { document.body.classList.toggle('el-presenter', on); return on; }"
+
+
+def build_demo() -> gr.Blocks:
+    st0 = initial_state()
+    r0 = render(dict(st0), status="")
+    with gr.Blocks(title="EAGLE Lens") as demo:
+        state = gr.State(st0)
+        with gr.Row():
+            gr.Markdown("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks "
+                        "them all in **one** pass and keeps the longest agreeing path. "
+                        "<span style='color:#1a9850'>■ accepted</span> "
+                        "<span style='color:#d73027'>■ rejected</span> "
+                        "<span style='color:#9e9e9e'>■ not reached</span> "
+                        "<span style='color:#1f78b4'>★ target's bonus</span> "
+                        "<span style='color:#e08214'>★ correction</span>", elem_id="el-title")
+            presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
+        banner = gr.Markdown(model_banner()[0])
+        timer = gr.Timer(1.0)
+        with gr.Tabs():
+            with gr.Tab("Lens", id="lens"):
+                with gr.Row():
+                    with gr.Column(scale=1, min_width=300):
+                        prompt = gr.Textbox(label="Prompt", value=EXAMPLES[0], lines=3, max_length=MAX_PROMPT_CHARS)
+                        gr.Examples(EXAMPLES, inputs=[prompt], label="Examples")
+                        with gr.Row():
+                            step_btn = gr.Button("Step", variant="secondary", elem_id="el-step")
+                            run_btn = gr.Button("Run", variant="primary", elem_id="el-run")
+                        with gr.Row():
+                            stop_btn = gr.Button("Stop", variant="stop", elem_id="el-stop")
+                            reset_btn = gr.Button("Reset", elem_id="el-reset")
+                        status = gr.Markdown("", elem_id="el-status")
+                        shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
+                        shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
+                        tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
+                                             label="Tree")
+                        preset = gr.Dropdown(PRESETS, value="cpu-12", label="Static tree preset")
+                        depth = gr.Slider(1, 10, value=5, step=1, label="Depth (chain / dynamic)")
+                        top_k = gr.Slider(1, 16, value=6, step=1, label="Top-k per node (dynamic)")
+                        total = gr.Slider(2, 80, value=24, step=1, label="Total tokens (dynamic)")
+                        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+                        seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
+                        max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens")
+                    with gr.Column(scale=3):
+                        text = gr.HTML(r0[0])
+                        cards = gr.HTML(r0[1])
+                        n0 = len(st0["records"])
+                        cycle = gr.Slider(0, max(1, n0 - 1), value=max(0, n0 - 1), step=1,
+                                          label="Cycle (go back to any earlier cycle)")
+                        tree = gr.Plot(r0[3], label="Draft tree", elem_id="el-tree")
+                        last0 = st0["records"][-1] if n0 else None
+                        node = gr.Dropdown(label="Node to inspect (draft q vs target p)",
+                                           choices=views.node_choices(last0), value=views.default_node(last0),
+                                           interactive=True, allow_custom_value=True)
+                        probs = gr.Plot(r0[5], label="Draft vs target probabilities")
+                        with gr.Accordion("Tree attention mask", open=False):
+                            mask = gr.Plot(r0[6], label="Tree attention mask")
+                        with gr.Accordion("Statistics and the Race", open=True):
+                            stats = gr.Plot(r0[7], label="Statistics")
+                            race_btn = gr.Button("Race: plain decoding vs EAGLE on this prompt", elem_id="el-race")
+                            race_msg = gr.Markdown("")
+                            race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race")
+            with gr.Tab("How can I", id="amb"):
+                gr.Markdown("The draft head predicts the target's **feature**. After “How can I” the next feature "
+                            "depends on which token gets sampled. The **unshifted** head sees only (f_I, e(I)) and "
+                            "makes one prediction for all branches; the **shifted** EAGLE head sees the sampled "
+                            "token (f_I, e(t)) and lands on each branch.")
+                with gr.Row():
+                    prefix = gr.Textbox(value="How can I", label="Prefix (the last token plays “I”)", scale=3)
+                    branches = gr.Slider(2, 6, value=4, step=1, label="Branches", scale=1)
+                    amb_btn = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
+                amb_msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
+                a0 = (TRACE or {}).get("ambiguity")
+                with gr.Row():
+                    amb_fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
+                    amb_dist = gr.Plot(views.ambiguity_dist_figure(a0), label="Next-token distributions")
+                amb_table = gr.HTML(views.ambiguity_html(a0))
+            with gr.Tab("Walkthrough", id="walk"):
+                w_md0, w_fig0, w_msg0 = on_walk_select(0)
+                walk = gr.Radio([s["title"] for s in STEPS], value=STEPS[0]["title"], type="index",
+                                label="Step")
+                with gr.Row():
+                    with gr.Column(scale=2):
+                        walk_md = gr.Markdown(w_md0)
+                        with gr.Row():
+                            walk_live = gr.Button("Show it live", variant="primary")
+                            walk_apply = gr.Button("Open these settings in the Lens tab")
+                        walk_msg = gr.Markdown(w_msg0)
+                    with gr.Column(scale=3):
+                        walk_fig = gr.Plot(w_fig0, label="Live view")
+
+        cfg_inputs = [temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new]
+        outs = [text, cards, cycle, tree, node, probs, mask, stats, status, state]
+        model_kw = dict(concurrency_id="model", concurrency_limit=1)
+        step_btn.click(on_step, [state, prompt, shifted] + cfg_inputs, outs, api_name="step", **model_kw)
+        run_btn.click(on_run, [state, prompt, shifted] + cfg_inputs, outs, api_name="run", **model_kw)
+        stop_btn.click(on_stop, [state], [status], api_name="stop", concurrency_limit=None)
+        reset_btn.click(on_reset, [state], outs, api_name="reset", concurrency_limit=None)
+        cycle.release(on_view, [state, cycle], outs, api_name="view_cycle")
+        node.input(on_view, [state, cycle, node], outs, api_name="view_node")
+        race_btn.click(on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race",
+                       **model_kw)
+        amb_btn.click(on_ambiguity, [prefix, branches], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",
+                      **model_kw)
+        prefix.submit(on_ambiguity, [prefix, branches], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
+                      **model_kw)
+        walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
+        walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)
+        walk_apply.click(on_walk_apply, [walk], [prompt, temperature, top_p, seed, shifted, shape, tree_kind,
+                                                 depth, top_k, total, max_new])
+        presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
+        timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
+                   api_name="banner")
+        demo.load(lambda s: render(s, status=model_banner()[0] if not MODEL.ready.is_set() else status_line(s)),
+                  [state], outs)
+    return demo
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="EAGLE Lens: EAGLE speculative decoding, cycle by cycle.")
+    ap.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    ap.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    ap.add_argument("--share", action="store_true")
+    ap.add_argument("--target", default=os.environ.get("EAGLE_LENS_TARGET"),
+                    help="embedded (default: SmolLM2-135M-Instruct), tiny (random, for tests), or a folder/hub id")
+    ap.add_argument("--head", default=os.environ.get("EAGLE_LENS_HEAD", "shifted"),
+                    help="shifted (shipped head) | random | PATH; the unshifted ablation head is the shipped one")
+    args = ap.parse_args(argv)
+    if os.environ.get("SPACE_ID"):
+        args.host = "0.0.0.0"
+    start_loading(args.target, args.head)
+    demo = build_demo()
+    demo.queue(default_concurrency_limit=4, max_size=64)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
+                theme=gr.themes.Soft(primary_hue="green", text_size="lg"))
+
+
+if __name__ == "__main__":
+    main()

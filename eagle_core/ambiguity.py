@@ -1,0 +1,164 @@
+"""The "How can I" ambiguity (EAGLE paper, Fig. 4/5): why the draft head is fed the *sampled* token.
+
+After "How can I" the target may continue with several tokens t (branches). The feature at t depends on which
+t was sampled. A head that sees only (f_I, e(I)) -- the unshifted ablation -- makes ONE prediction for every
+branch, which falls between them; the shifted EAGLE head sees (f_I, e(t)) and lands on each branch.
+
+Everything is computed from the real target and heads; the result is a plain dataclass record (`asdict`
+gives JSON) that the view draws. Indexing follows the drafter: tokens t_0..t_{n-1} of the prefix (t_{n-1} is
+the last token, "I"); head entry j (j = 1..n-1) is (f_{j-1}, e(t_j)) for a shifted head and
+(f_{j-1}, e(t_{j-1})) for an unshifted one, at position j-1, with causal attention; the extra entry j = n
+predicts the feature at the branch token: (f_I, e(t)) shifted, (f_I, e(I)) unshifted.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+MAX_PREFIX_TOKENS = 64
+
+
+@dataclass
+class TokenP:
+    token_id: int
+    text: str
+    prob: float
+
+
+@dataclass
+class Branch:
+    token_id: int
+    text: str
+    p: float                              # target probability of this branch after the prefix
+    real_xy: list[float]                  # PCA of the real feature f_t
+    shifted_xy: list[float]               # PCA of the shifted head's prediction from (f_I, e(t))
+    dist_shifted: float                   # ||shifted prediction - f_t||
+    dist_unshifted: float                 # ||unshifted prediction - f_t||
+    cos_shifted: float
+    cos_unshifted: float
+    target_next: list[TokenP] = field(default_factory=list)      # target's real next-token distribution at t
+    shifted_next: list[TokenP] = field(default_factory=list)     # LM head of the shifted prediction
+    unshifted_next: list[TokenP] = field(default_factory=list)   # LM head of the unshifted prediction
+    # the three probabilities over the union of the lists above (token ids in `vocab`)
+    vocab: list[TokenP] = field(default_factory=list)            # prob = target's
+    vocab_shifted: list[float] = field(default_factory=list)
+    vocab_unshifted: list[float] = field(default_factory=list)
+
+
+@dataclass
+class AmbiguityRecord:
+    prefix: str
+    prefix_tokens: list[str]              # token texts of the prefix (the last one is "I")
+    last_token: str
+    shifted_head: str
+    unshifted_head: str
+    branches: list[Branch]
+    unshifted_xy: list[float]             # the single prediction from (f_I, e(I))
+    last_xy: list[float]                  # the feature f_I itself
+    explained_variance: list[float]       # of the two PCA axes
+    mean_dist_shifted: float
+    mean_dist_unshifted: float
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _topk(probs: torch.Tensor, k: int, text) -> list[TokenP]:
+    v, i = torch.topk(probs.float(), k)
+    return [TokenP(int(t), text(int(t)), float(p)) for t, p in zip(i.tolist(), v.tolist())]
+
+
+def _run_head(head, target, feats: torch.Tensor, tokens: list[int], branch_tokens: list[int] | None):
+    """Predictions of the extra entry j = n, one per branch (shifted) or a single one (branch_tokens None).
+
+    feats: [1, n, H] target features f_0..f_{n-1}; tokens: t_0..t_{n-1}.
+    """
+    n = len(tokens)
+    shifted = head.shift == "shifted"
+    js = list(range(1, n))
+    committed = [tokens[j] if shifted else tokens[j - 1] for j in js]
+    last = branch_tokens if branch_tokens is not None else [tokens[n - 1]]
+    B = len(last)
+    dev = feats.device
+    ids = torch.tensor([committed + [t] for t in last], device=dev)            # [B, n]
+    f = feats.expand(B, -1, -1)                                               # f_0..f_{n-1}
+    pos = torch.arange(n, device=dev)[None].expand(B, -1)                     # entry j at position j-1
+    out = head(f.to(head.fc.weight.dtype), target.embed_tokens(ids), pos, None, None)
+    return out[:, -1]                                                         # [B, H]
+
+
+@torch.inference_mode()
+def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
+                      k: int = 6) -> AmbiguityRecord:
+    """Real features and head predictions for the top `n_branches` continuations of `prefix`."""
+    prefix = (prefix or "").strip() if prefix is not None else ""
+    if not prefix:
+        raise ValueError("type a prefix, e.g. “How can I”")
+    if not 1 <= n_branches <= 8:
+        raise ValueError("branches must be 1..8")
+    if getattr(shifted_head, "shift", "shifted") != "shifted" or getattr(unshifted_head, "shift", "") != "unshifted":
+        raise ValueError("need one shifted and one unshifted head")
+    tok = target.tokenizer
+    ids = target.render_prompt(prefix, chat_template=False)
+    if len(ids) < 2:
+        bos = getattr(tok, "bos_token_id", None)
+        if bos is None or (ids and ids[0] == bos):
+            raise ValueError("the prefix needs at least two tokens (e.g. “How can I”)")
+        ids = [bos] + ids
+    if len(ids) > MAX_PREFIX_TOKENS:
+        raise ValueError(f"the prefix is {len(ids)} tokens; keep it under {MAX_PREFIX_TOKENS}")
+    dev = target.device
+    x = torch.tensor([ids], device=dev)
+    logits, feats = target.forward(x)                          # f_0..f_{n-1}
+    p_next = torch.softmax(logits[0, -1].float(), -1)
+    top = torch.topk(p_next, n_branches)
+    branch_ids = [int(t) for t in top.indices.tolist()]
+    branch_p = [float(p) for p in top.values.tolist()]
+    # real features at each branch token: the target over "prefix t"
+    bx = torch.tensor([ids + [t] for t in branch_ids], device=dev)
+    b_logits, b_feats = target.forward(bx)
+    real = b_feats[:, -1].float()                               # [B, H]
+    real_next = torch.softmax(b_logits[:, -1].float(), -1)
+    sh = _run_head(shifted_head, target, feats, ids, branch_ids).float()      # [B, H]
+    un = _run_head(unshifted_head, target, feats, ids, None).float()          # [1, H]
+    lm = target.lm_head
+    sh_next = torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1)
+    un_next = torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0]
+    f_last = feats[0, -1].float()
+    # 2-D PCA over every feature shown
+    allf = torch.cat([real, sh, un, f_last[None]], 0)
+    mu = allf.mean(0, keepdim=True)
+    _, s, v = torch.linalg.svd(allf - mu, full_matrices=False)
+    proj = ((allf - mu) @ v[:2].T).tolist()
+    var = (s ** 2) / (s ** 2).sum().clamp_min(1e-12)
+    B = len(branch_ids)
+    text = target.token_text
+    branches = []
+    for b in range(B):
+        ds = float((sh[b] - real[b]).norm())
+        du = float((un[0] - real[b]).norm())
+        cs = float(torch.cosine_similarity(sh[b], real[b], 0))
+        cu = float(torch.cosine_similarity(un[0], real[b], 0))
+        union = []
+        for lst in (_topk(real_next[b], k, text), _topk(sh_next[b], 3, text), _topk(un_next, 3, text)):
+            for t in lst:
+                if t.token_id not in union:
+                    union.append(t.token_id)
+        union = sorted(union, key=lambda t: -float(real_next[b, t]))
+        branches.append(Branch(
+            token_id=branch_ids[b], text=text(branch_ids[b]), p=branch_p[b], real_xy=proj[b],
+            shifted_xy=proj[B + b], dist_shifted=ds, dist_unshifted=du, cos_shifted=cs, cos_unshifted=cu,
+            target_next=_topk(real_next[b], k, text), shifted_next=_topk(sh_next[b], k, text),
+            unshifted_next=_topk(un_next, k, text),
+            vocab=[TokenP(t, text(t), float(real_next[b, t])) for t in union],
+            vocab_shifted=[float(sh_next[b, t]) for t in union],
+            vocab_unshifted=[float(un_next[t]) for t in union]))
+    return AmbiguityRecord(
+        prefix=prefix, prefix_tokens=[text(t) for t in ids], last_token=text(ids[-1]),
+        shifted_head=str(getattr(shifted_head, "path", "shifted")),
+        unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
+        unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
+        mean_dist_shifted=sum(b.dist_shifted for b in branches) / B,
+        mean_dist_unshifted=sum(b.dist_unshifted for b in branches) / B)

@@ -1,0 +1,87 @@
+"""Record an example run from the real model for the app's first paint (assets/trace_<name>.json).
+
+    python scripts/record_trace.py                     # the default trace (embedded target, shipped heads)
+    python scripts/record_trace.py --name code --prompt "Write a Python function that reverses a string."
+
+The file holds the CycleRecords of an EAGLE run, the plain-decoding run of the same prompt (the Race), and the
+"How can I" ambiguity record, exactly as the engine returned them. Never edit these files by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TQDM_DISABLE", "1")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def load_heads(target, spec: str):
+    from eagle_core.head import HeadLoadError, resolve_head
+    notice = ""
+    try:
+        sh = resolve_head(spec, target)
+        un = resolve_head("unshifted" if spec == "shifted" else "random-unshifted", target)
+    except HeadLoadError as exc:
+        notice = f"trained heads not found ({exc}); recorded with a random head"
+        sh, un = resolve_head("random", target), resolve_head("random-unshifted", target)
+    return sh, un, notice
+
+
+def run(target, head, cfg, prompt_ids):
+    from eagle_core.engine import EagleDecoder
+    dec = EagleDecoder(target, head, cfg, prompt_ids)
+    while not dec.done:
+        dec.step()
+    return [dataclasses.asdict(c) for c in dec.cycles]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", default="default")
+    ap.add_argument("--prompt", default="How can I learn Python quickly?")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--draft", default="static")
+    ap.add_argument("--tree", default="cpu-12")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--head", default="shifted")
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--ambiguity-prefix", default="How can I")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args(argv)
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from eagle_core.ambiguity import compute_ambiguity
+    from eagle_core.engine import DecodeConfig
+    from eagle_core.target import load_target
+    t0 = time.time()
+    target = load_target(args.target)
+    sh, un, notice = load_heads(target, args.head)
+    print(f"loaded in {time.time() - t0:.1f}s; heads {sh.path} / {un.path} {notice}", flush=True)
+    cfg = DecodeConfig(draft=args.draft, tree=args.tree, temperature=args.temperature,
+                       max_new_tokens=args.max_new_tokens)
+    ids = target.render_prompt(args.prompt)
+    records = run(target, sh, cfg, ids)
+    print(f"eagle: {len(records)} cycles, {records[-1]['total_new_tokens']} tokens", flush=True)
+    plain = run(target, None, dataclasses.replace(cfg, draft="vanilla", record_topk=0), ids)
+    print(f"plain: {len(plain)} cycles", flush=True)
+    amb = compute_ambiguity(target, sh, un, args.ambiguity_prefix)
+    out = dict(name=args.name, prompt=args.prompt, config=dataclasses.asdict(cfg), target=target.name,
+               head=str(sh.path), unshifted_head=str(un.path), notice=notice,
+               device=str(target.device), recorded=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               text=target.decode([t for r in records for t in r["new_tokens"]]),
+               records=records, plain_records=plain, ambiguity=amb.to_dict())
+    path = os.path.join(ROOT, "assets", f"trace_{args.name}.json")
+    with open(path, "w") as f:
+        json.dump(out, f)
+    print(f"wrote {path} ({os.path.getsize(path) // 1024} KiB) in {time.time() - t0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

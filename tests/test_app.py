@@ -1,0 +1,192 @@
+"""The app through gradio_client: Step, Run, Stop, the toggles, robustness, the Race and the "How can I" view.
+
+The app is launched in-process on a free port with `--target tiny` (a tiny random Llama with the embedded
+tokenizer), so the whole file runs in well under a minute on a CPU.
+"""
+import json
+import socket
+import time
+
+import pytest
+
+pytest.importorskip("gradio_client")
+from gradio_client import Client  # noqa: E402
+
+import app  # noqa: E402
+
+PROMPT = "How can I learn Python?"
+
+
+def cfg(**kw):
+    c = dict(temperature=0, top_p=1, seed=0, shape="Tree", tree_kind="static (EAGLE-1)", preset="cpu-12", depth=5,
+             top_k=6, total=24, max_new=12)
+    c.update(kw)
+    return list(c.values())
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url():
+    th = app.start_loading("tiny", "shifted")
+    demo = app.build_demo()
+    demo.queue(default_concurrency_limit=4)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=app.CSS, quiet=True)
+    th.join(timeout=120)
+    assert app.MODEL.status == "ready", app.MODEL.error
+    yield f"http://127.0.0.1:{port}"
+    demo.close()
+
+
+@pytest.fixture
+def client(url):
+    return Client(url, verbose=False)
+
+
+def plot(out):
+    return json.loads(out["plot"])
+
+
+def trace_names(out):
+    return [t.get("name") for t in plot(out)["data"]]
+
+
+def step(c, prompt=PROMPT, shifted=True, **kw):
+    return c.predict(prompt, shifted, *cfg(**kw), api_name="/step")
+
+
+def test_step_builds_every_view(client):
+    out = step(client)                                   # prefill
+    assert "prefill" in plot(out[3])["layout"]["title"]["text"]
+    out = step(client)                                   # cycle 1: a real tree
+    text, cards, slider, tree, node, probs, mask, stats, status = out
+    names = trace_names(tree)
+    assert "accepted path" in names and "root (last committed token)" in names
+    assert any(n and n.startswith(("bonus", "correction")) for n in names)
+    assert len(node["choices"]) == 12                    # cpu-12 drafts 12 tokens
+    assert plot(mask)["data"][0]["type"] == "heatmap"
+    assert "draft q (head)" in trace_names(probs)
+    assert "running τ" in trace_names(stats)
+    assert "el-tok" in text and "τ" in cards
+    assert slider["maximum"] == 1 and slider["value"] == 1
+    # go back to cycle 0, then inspect another node of cycle 1
+    back = client.predict(0, api_name="/view_cycle")
+    assert "prefill" in plot(back[3])["layout"]["title"]["text"]
+    other = node["choices"][-1][1]
+    again = client.predict(1, other, api_name="/view_node")
+    assert again[4]["value"] == other
+
+
+def test_run_streams_to_the_end(client):
+    job = client.submit(PROMPT, True, *cfg(max_new=10), api_name="/run")
+    outs = list(job)
+    final = job.outputs()[-1]
+    assert len(outs) >= 2
+    assert "finished" in final[8]
+    stats = plot(final[7])
+    tokens = next(t for t in stats["data"] if t["name"] == "EAGLE tokens")["y"]
+    assert tokens[-1] == 10
+
+
+def test_toggles_chain_dynamic_unshifted_sampling(client):
+    out = step(client, shape="Chain", depth=4)
+    out = step(client, shape="Chain", depth=4)
+    nodes = out[4]["choices"]
+    assert len(nodes) == 4                               # a chain of depth 4
+    step(client, shifted=False, tree_kind="dynamic (EAGLE-2)", total=10)
+    out = step(client, shifted=False, tree_kind="dynamic (EAGLE-2)", total=10)
+    assert len(out[4]["choices"]) == 10
+    step(client, temperature=0.8, top_p=0.9, seed=3)
+    out = step(client, temperature=0.8, top_p=0.9, seed=3)
+    assert "min(1, p/q)" in json.dumps(plot(out[5])["layout"]["annotations"])
+
+
+def test_settings_change_starts_new_generation(client):
+    step(client)
+    step(client)
+    out = step(client, depth=3, shape="Chain")
+    assert "new generation" in out[8]
+
+
+@pytest.mark.parametrize("prompt,kw,msg", [
+    ("", {}, "prompt is empty"),
+    ("   ", {}, "prompt is empty"),
+    ("x" * 5000, {}, "characters"),
+    (PROMPT, dict(max_new=0), "Max new tokens"),
+    (PROMPT, dict(seed=-5), "Seed"),
+])
+def test_bad_inputs_give_messages(client, prompt, kw, msg):
+    try:
+        out = step(client, prompt=prompt, **kw)
+    except Exception as exc:                          # gradio's own range check on a component
+        assert "Traceback" not in str(exc)
+        return
+    assert out[8].startswith("❌") and msg in out[8], out[8]
+    assert "Traceback" not in out[8]
+    ok = step(client)                                    # still usable
+    assert not ok[8].startswith("❌")
+
+
+def test_out_of_order_buttons_and_reset(client):
+    assert "Nothing is running" in client.predict(api_name="/stop")
+    out = client.predict(3, api_name="/view_cycle")     # the recorded trace (or nothing) - no error
+    assert not str(out[8]).startswith("❌")
+    out = client.predict(api_name="/reset")
+    assert "Reset" in out[8]
+    out = client.predict(0, api_name="/view_cycle")
+    assert "Press Step" in json.dumps(plot(out[3]))
+    out = step(client)
+    assert "prefill" in plot(out[3])["layout"]["title"]["text"]
+
+
+def test_stop_in_the_middle_of_a_run(client):
+    job = client.submit(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/run")
+    t0 = time.time()
+    while len(job.outputs()) < 3 and time.time() - t0 < 60:
+        time.sleep(0.05)
+    client.predict(api_name="/stop")
+    while not job.done() and time.time() - t0 < 90:
+        time.sleep(0.05)
+    final = job.outputs()[-1]
+    assert "Stopped" in final[8]
+    stats = plot(final[7])
+    assert next(t for t in stats["data"] if t["name"] == "EAGLE tokens")["y"][-1] < 400
+    out = step(client, max_new=400, shape="Chain", depth=1)  # continues the same generation
+    assert not out[8].startswith("❌")
+
+
+def test_two_sessions_keep_their_own_state(url):
+    a, b = Client(url, verbose=False), Client(url, verbose=False)
+    for _ in range(3):
+        step(a)
+    out_b = step(b, prompt="What is 2 + 2?")
+    assert out_b[2]["maximum"] == 1 and "prefill" in plot(out_b[3])["layout"]["title"]["text"]
+    out_a = step(a)
+    assert out_a[2]["value"] == 3
+    assert "2 + 2" in out_b[0] and "2 + 2" not in out_a[0]
+
+
+def test_race_and_ambiguity(client):
+    fig, msg = client.predict(PROMPT, True, *cfg(max_new=8), api_name="/race")
+    assert "Race" in msg and "identical text" in msg
+    assert "speedup" in plot(fig)["layout"]["title"]["text"]
+    fig, dist, table, msg = client.predict("How can I", 3, api_name="/ambiguity")
+    names = " ".join(n or "" for n in trace_names(fig))
+    assert "shifted head" in names and "unshifted head" in names and "real feature" in names
+    assert len(plot(dist)["data"]) == 9
+    assert "distance shifted" in table
+    _, _, _, msg = client.predict("", 3, api_name="/ambiguity")
+    assert msg.startswith("❌")
+
+
+def test_walkthrough(client):
+    from views.walkthrough import STEPS
+    md, fig, msg = client.predict(STEPS[4]["title"], api_name="/walk_select")
+    assert "shifted" in md
+    fig, msg = client.predict(STEPS[1]["title"], api_name="/walk_live")
+    assert msg.startswith("Live") and "accepted path" in trace_names(fig)

@@ -1,0 +1,160 @@
+"""View functions build figures with the expected traces from synthetic records (no model)."""
+import dataclasses
+import json
+
+import pytest
+
+from eagle_core.records import CycleRecord, TokenProb, TreeNode
+from views import (ambiguity_dist_figure, ambiguity_figure, ambiguity_html, mask_figure, node_choices, probs_figure,
+                   race_figure, stats_figure, stats_html, text_html, tree_figure)
+from views.common import committed_pieces, show_token
+from views.mask import ancestry
+
+
+def tp(i, text, p):
+    return TokenProb(i, text, p)
+
+
+def synthetic_cycle(cycle=1, sampling=False, kind="correction", tau=2.0):
+    """root ' can' -> ' I' (accepted) -> ' learn' (rejected), ' do' (rejected); ' we' rejected at depth 1."""
+    top_root_q = [tp(10, " I", 0.7), tp(11, " we", 0.2), tp(12, " you", 0.05)]
+    top_root_p = [tp(10, " I", 0.8), tp(12, " you", 0.1), tp(11, " we", 0.05)]
+    top_i_q = [tp(20, " learn", 0.5), tp(21, " do", 0.3)]
+    top_i_p = [tp(22, " get", 0.6), tp(20, " learn", 0.2), tp(21, " do", 0.1)]
+    ap = (lambda x: x) if sampling else (lambda x: None)
+    nodes = [
+        TreeNode(0, 5, " can", -1, 0, 1.0, 1.0, 0.0, "root", target_topk=top_root_p, draft_topk=top_root_q),
+        TreeNode(1, 10, " I", 0, 1, 0.7, 0.8, -0.36, "accepted", sampled=sampling, accept_prob=ap(1.0),
+                 target_topk=top_i_p, draft_topk=top_i_q),
+        TreeNode(2, 11, " we", 0, 1, 0.2, 0.05, -1.6, "not_reached", target_topk=[], draft_topk=[]),
+        TreeNode(3, 20, " learn", 1, 2, 0.5, 0.2, -1.05, "rejected", sampled=sampling, accept_prob=ap(0.4)),
+        TreeNode(4, 21, " do", 1, 2, 0.3, 0.1, -1.56, "rejected", sampled=sampling, accept_prob=ap(0.33)),
+        TreeNode(5, 30, "\n", 3, 3, 0.9, 0.01, -1.2, "not_reached"),
+    ]
+    return CycleRecord(cycle=cycle, prefix_len=7, nodes=nodes, accepted_path=[1], accepted_tokens=[10],
+                       bonus_token=22, bonus_text=" get", bonus_kind=kind,
+                       residual_topk=[tp(22, " get", 0.7), tp(23, " help", 0.2)], new_tokens=[10, 22],
+                       accept_length=1, draft_seconds=0.01, verify_seconds=0.02, other_seconds=0.001,
+                       total_new_tokens=1 + 2 * cycle, target_forwards=1 + cycle, tau=tau)
+
+
+def prefill():
+    root = TreeNode(0, 4, " How", -1, 0, 1.0, 1.0, 0.0, "root", target_topk=[tp(5, " can", 0.9)])
+    return CycleRecord(cycle=0, prefix_len=6, nodes=[root], accepted_path=[], accepted_tokens=[], bonus_token=5,
+                       bonus_text=" can", bonus_kind="bonus", residual_topk=[tp(5, " can", 0.9)], new_tokens=[5],
+                       accept_length=0, draft_seconds=0.0, verify_seconds=0.05, other_seconds=0.0,
+                       total_new_tokens=1, target_forwards=1, tau=1.0)
+
+
+def names(fig):
+    return [t.name for t in fig.data]
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_tree_figure_traces(as_dict):
+    rec = synthetic_cycle()
+    fig = tree_figure(dataclasses.asdict(rec) if as_dict else rec)
+    n = names(fig)
+    for want in ("accepted path", "root (last committed token)", "accepted", "rejected", "not reached",
+                 "correction (target's token)"):
+        assert want in n, (want, n)
+    acc = next(t for t in fig.data if t.name == "accepted")
+    assert list(acc.customdata) == [1]
+    path = next(t for t in fig.data if t.name == "accepted path")
+    assert path.line.width >= 5 and len([x for x in path.x if x is not None]) == 2   # root -> ' I'
+    rej = next(t for t in fig.data if t.name == "rejected")
+    assert sorted(rej.customdata) == [3, 4]
+    assert "q = " in rej.hovertext[0] and "target p" in rej.hovertext[0] and "depth" in rej.hovertext[0]
+    labels = [a.text for a in fig.layout.annotations]
+    assert "␣I" in labels and "↵" in labels and "<b>␣get</b>" in labels
+    fig.to_json()
+
+
+def test_tree_prefill_and_bonus():
+    fig = tree_figure(prefill())
+    assert "bonus (target's token)" in names(fig)
+    assert "prefill" in fig.layout.title.text
+    fig = tree_figure(synthetic_cycle(kind="bonus"))
+    assert "bonus (target's token)" in names(fig)
+
+
+def test_probs_figure_greedy_and_sampling():
+    rec = synthetic_cycle()
+    fig = probs_figure(rec, 3)
+    n = names(fig)
+    assert n.count("draft q (head)") == 2 and n.count("target p") == 2
+    first = fig.data[0]
+    assert any("◀" in x for x in first.x)                      # the chosen node is marked
+    assert "greedy" in fig.layout.annotations[0].text
+    fig = probs_figure(synthetic_cycle(sampling=True), 3)
+    assert "min(1, p/q) = 40.0%" in fig.layout.annotations[0].text
+    assert any("residual" in (t.name or "") for t in fig.data)
+    assert "residual" in fig.layout.annotations[2].text
+    # unknown node / prefill fall back without error
+    probs_figure(rec, 99).to_json()
+    probs_figure(prefill(), None).to_json()
+
+
+def test_node_choices():
+    ch = node_choices(synthetic_cycle())
+    assert ch[0][1] == 1 and len(ch) == 5 and ch[0][0].startswith("✓")
+
+
+def test_mask_figure():
+    rec = synthetic_cycle()
+    m = ancestry(dataclasses.asdict(rec))
+    assert m[5] == [1, 1, 0, 1, 0, 1]        # node 5 sees root, ' I', ' learn', itself
+    fig = mask_figure(rec)
+    assert fig.data[0].type == "heatmap"
+    z = fig.data[0].z
+    assert z[1][0] == 2 and z[2][1] == 0 and z[5][3] == 1
+    assert mask_figure(prefill()).data == ()                  # an explanatory empty figure
+
+
+def test_text_html():
+    recs = [prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus")]
+    html = text_html(recs)
+    body = html.split("class='el-text'")[1]
+    assert body.count("el-draft") == 2 and body.count("el-correction") == 1 and body.count("el-bonus") == 2
+    assert "cycle 2" in body
+    assert committed_pieces(dataclasses.asdict(recs[1])) == [(" I", "draft", 10), (" get", "correction", 22)]
+    upto = text_html(recs, upto=0).split("class='el-text'")[1]
+    assert "el-draft" not in upto and "el-current" in upto
+    assert "<script>" not in text_html([synthetic_cycle()], prompt="<script>")
+
+
+def test_stats_and_race():
+    recs = [prefill(), synthetic_cycle(1), synthetic_cycle(2)]
+    fig = stats_figure(recs)
+    n = names(fig)
+    for want in ("accepted drafted tokens", "running τ", "cycles with this accepted length", "EAGLE tokens"):
+        assert want in n
+    hist = next(t for t in fig.data if t.name == "cycles with this accepted length")
+    assert list(hist.y) == [0, 2]
+    assert "τ" in stats_html(recs) and "tokens per second" in stats_html(recs)
+    plain = [prefill()] + [dataclasses.replace(prefill(), cycle=i, total_new_tokens=i + 1, target_forwards=i + 1)
+                           for i in range(1, 5)]
+    race = race_figure(recs, plain)
+    assert "speedup" in race.layout.title.text and len(race.data) == 3
+    assert race_figure([], []).data == ()
+
+
+def test_ambiguity_views():
+    br = lambda t, x: dict(token_id=1, text=t, p=0.3, real_xy=[x, 0], shifted_xy=[x, 0.1], dist_shifted=1.0,
+                          dist_unshifted=5.0, cos_shifted=0.9, cos_unshifted=0.4,
+                          vocab=[dict(token_id=1, text=" a", prob=0.5)], vocab_shifted=[0.4], vocab_unshifted=[0.2])
+    rec = dict(prefix="How can I", prefix_tokens=["How", " can", " I"], last_token=" I", shifted_head="s",
+               unshifted_head="u", branches=[br(" make", -1), br(" get", 1)], unshifted_xy=[0, 0], last_xy=[0, 2],
+               explained_variance=[0.6, 0.2], mean_dist_shifted=1.0, mean_dist_unshifted=5.0)
+    fig = ambiguity_figure(rec)
+    n = " | ".join(names(fig))
+    assert "real feature" in n and "shifted head" in n and "unshifted head" in n
+    d = ambiguity_dist_figure(rec)
+    assert len(d.data) == 6
+    assert "distance shifted" in ambiguity_html(rec)
+    json.dumps(rec)
+
+
+def test_show_token():
+    assert show_token(" I") == "␣I" and show_token("\n") == "↵" and show_token("") == "∅"
+    assert len(show_token("x" * 40)) == 14

@@ -1,0 +1,103 @@
+"""The "How can I" view: real branch features vs the shifted and unshifted heads' predictions."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import DRAFT_Q, TARGET_P, as_dict, base_layout, empty_figure, esc, pct, show_token
+
+BRANCH_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+UNSHIFTED = "#111111"
+
+
+def ambiguity_figure(rec, height: int = 560) -> go.Figure:
+    rec = as_dict(rec)
+    if not rec:
+        return empty_figure("Type a prefix and press Compute")
+    fig = go.Figure()
+    ux, uy = rec["unshifted_xy"]
+    last = show_token(rec["last_token"])
+    for b, br in enumerate(rec["branches"]):
+        c = BRANCH_COLOURS[b % len(BRANCH_COLOURS)]
+        (rx, ry), (sx, sy) = br["real_xy"], br["shifted_xy"]
+        tok = esc(show_token(br["text"]))
+        fig.add_trace(go.Scatter(x=[ux, rx], y=[uy, ry], mode="lines", line=dict(color="#555", width=1.5, dash="dot"),
+                                 hoverinfo="skip", showlegend=False, name="unshifted distance"))
+        fig.add_trace(go.Scatter(x=[sx, rx], y=[sy, ry], mode="lines", line=dict(color=c, width=2.5),
+                                 hoverinfo="skip", showlegend=False, name="shifted distance"))
+        fig.add_trace(go.Scatter(
+            x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"], textposition="top center",
+            textfont=dict(size=16, color=c), marker=dict(size=20, color=c, symbol="circle",
+                                                         line=dict(color="white", width=2)),
+            name=f"real feature after “{tok}” (p={pct(br['p'])})",
+            hovertext=[f"real feature of “{tok}” (target p = {pct(br['p'])})"], hoverinfo="text"))
+        fig.add_trace(go.Scatter(
+            x=[sx], y=[sy], mode="markers", marker=dict(size=16, color=c, symbol="diamond-open", line=dict(width=3)),
+            name=f"shifted head from (f_{esc(last)}, e({tok})): distance {br['dist_shifted']:.1f}",
+            hovertext=[f"shifted head's prediction, given the sampled token “{tok}”<br>"
+                       f"distance to the real feature: {br['dist_shifted']:.2f}"], hoverinfo="text"))
+    fig.add_trace(go.Scatter(
+        x=[ux], y=[uy], mode="markers+text", text=["<b>unshifted</b>"], textposition="bottom center",
+        textfont=dict(size=15, color=UNSHIFTED), marker=dict(size=22, color=UNSHIFTED, symbol="x"),
+        name=f"unshifted head from (f_{esc(last)}, e({esc(last)})): one guess for all, mean distance "
+             f"{rec['mean_dist_unshifted']:.1f}",
+        hovertext=["unshifted head: it does not know which token was sampled, so it makes a single "
+                   "prediction for every branch"], hoverinfo="text"))
+    lx, ly = rec["last_xy"]
+    fig.add_trace(go.Scatter(x=[lx], y=[ly], mode="markers+text", text=[f"f({esc(last)})"],
+                             textposition="bottom center", textfont=dict(size=13, color="#777"),
+                             marker=dict(size=12, color="#bbb", symbol="square"),
+                             name=f"the feature of “{esc(last)}” itself", hoverinfo="name"))
+    ev = rec["explained_variance"]
+    base_layout(fig, f"After “{esc(rec['prefix'])}”: shifted mean distance {rec['mean_dist_shifted']:.1f} vs "
+                     f"unshifted {rec['mean_dist_unshifted']:.1f} (PCA of features)",
+                height=height, legend=dict(orientation="v", y=-0.12, x=0, yanchor="top", font=dict(size=13)))
+    fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of variance)", gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x")
+    fig.update_layout(margin=dict(l=60, r=20, t=60, b=20), height=height + 30 * len(rec["branches"]))
+    return fig
+
+
+def ambiguity_dist_figure(rec, height_per_branch: int = 210) -> go.Figure:
+    """Per branch: the target's real next-token distribution vs what each head's prediction yields."""
+    rec = as_dict(rec)
+    if not rec:
+        return empty_figure("")
+    brs = rec["branches"]
+    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.12 if len(brs) < 4 else 0.08,
+                        subplot_titles=[f"next token after “{esc(rec['prefix'])}{esc(b['text'])}” "
+                                        f"(branch p={pct(b['p'])})" for b in brs])
+    for r, br in enumerate(brs, start=1):
+        xs = [show_token(t["text"]) for t in br["vocab"]]
+        first = r == 1
+        fig.add_trace(go.Bar(x=xs, y=[t["prob"] for t in br["vocab"]], name="target (real)", marker_color=TARGET_P,
+                             showlegend=first, legendgroup="t"), row=r, col=1)
+        fig.add_trace(go.Bar(x=xs, y=br["vocab_shifted"], name="shifted head (knows the token)",
+                             marker_color=DRAFT_Q, showlegend=first, legendgroup="s"), row=r, col=1)
+        fig.add_trace(go.Bar(x=xs, y=br["vocab_unshifted"], name="unshifted head (same for all branches)",
+                             marker_color="#555", showlegend=first, legendgroup="u"), row=r, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", gridcolor="#eee")
+    fig.update_xaxes(tickfont=dict(size=13))
+    fig.update_layout(barmode="group")
+    base_layout(fig, None, height=80 + height_per_branch * len(brs),
+                legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, font=dict(size=13)))
+    fig.update_layout(margin=dict(l=50, r=10, t=90, b=30))
+    for a in fig.layout.annotations:
+        a.font = dict(size=14)
+    return fig
+
+
+def ambiguity_html(rec) -> str:
+    rec = as_dict(rec)
+    if not rec:
+        return ""
+    rows = "".join(
+        f"<tr><td><b>{esc(show_token(b['text']))}</b></td><td>{pct(b['p'])}</td>"
+        f"<td>{b['dist_shifted']:.2f}</td><td>{b['dist_unshifted']:.2f}</td>"
+        f"<td>{b['cos_shifted']:.2f}</td><td>{b['cos_unshifted']:.2f}</td></tr>" for b in rec["branches"])
+    toks = " · ".join(esc(show_token(t)) for t in rec["prefix_tokens"])
+    note = f"<p class='el-note'>{esc(rec['note'])}</p>" if rec.get("note") else ""
+    return (f"{note}<p>Prefix tokens: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
+            f"unshifted <code>{esc(rec['unshifted_head'])}</code>.</p>"
+            "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
+            "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th></tr>" + rows + "</table>")

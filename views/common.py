@@ -1,0 +1,92 @@
+"""Shared helpers for the views: colours, token display, record access.
+
+Views take CycleRecords (dataclasses) or their `asdict` dicts and nothing model-related.
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+
+# status colours (colour-blind friendly enough: green / red / grey differ in lightness too)
+ACCEPTED = "#1a9850"
+REJECTED = "#d73027"
+NOT_REACHED = "#9e9e9e"
+ROOT = "#2c3e91"
+BONUS = "#1f78b4"
+CORRECTION = "#e08214"
+DRAFT_Q = "#7b61ff"    # draft head (q)
+TARGET_P = "#ff8c1a"   # target (p)
+STATUS_COLOURS = {"root": ROOT, "accepted": ACCEPTED, "rejected": REJECTED, "not_reached": NOT_REACHED}
+STATUS_NAMES = {"root": "root (last committed token)", "accepted": "accepted",
+                "rejected": "rejected", "not_reached": "not reached"}
+# one hue per cycle in the text view (cycles repeat the palette)
+CYCLE_PALETTE = ["#cfe8ff", "#ffe2b8", "#d9f2d0", "#f3d1f0", "#fff3b0", "#d6d9ff", "#ffd3cc", "#cdeee9"]
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=15, color="#222")
+
+
+def as_dict(rec):
+    """A record as a plain dict (accepts a dataclass or a dict)."""
+    if rec is None:
+        return None
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        return dataclasses.asdict(rec)
+    return rec
+
+
+def as_dicts(records):
+    return [as_dict(r) for r in (records or [])]
+
+
+def show_token(text: str, limit: int = 14) -> str:
+    """A token's text made visible: spaces as '␣' at the start, newlines as '↵', tabs as '⇥'."""
+    if text is None:
+        return ""
+    s = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
+    if s.startswith(" "):
+        s = "␣" + s[1:]
+    if s == "":
+        s = "∅"
+    if len(s) > limit:
+        s = s[:limit - 1] + "…"
+    return s
+
+
+def esc(text: str) -> str:
+    return html.escape(text or "", quote=True)
+
+
+def base_layout(fig, title: str | None = None, height: int = 420, **kw):
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=18)) if title else None,
+        font=FONT, height=height, margin=dict(l=50, r=20, t=60 if title else 20, b=45),
+        paper_bgcolor="white", plot_bgcolor="white",
+        hoverlabel=dict(font_size=15, font_family=FONT["family"]),
+        **kw)
+    return fig
+
+
+def empty_figure(message: str, height: int = 300):
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=17, color="#666"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return base_layout(fig, height=height)
+
+
+def pct(x) -> str:
+    if x is None:
+        return "–"
+    if x >= 0.001:
+        return f"{100 * x:.1f}%"
+    return f"{x:.1e}"
+
+
+def committed_pieces(rec: dict) -> list[tuple[str, str, int]]:
+    """(text, kind, token_id) for the tokens a cycle committed: kind 'draft' (accepted drafted token) or
+    'bonus' / 'correction' (the target's own token); trimmed like new_tokens."""
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    pieces = [(nodes[i]["text"], "draft", nodes[i]["token_id"]) for i in rec["accepted_path"]]
+    pieces.append((rec["bonus_text"], rec["bonus_kind"] if rec["cycle"] > 0 else "bonus", rec["bonus_token"]))
+    return pieces[:len(rec["new_tokens"])]

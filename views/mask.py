@@ -1,0 +1,49 @@
+"""The tree attention mask: which drafted token sees which (itself and its ancestors, plus the prefix)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .common import ACCEPTED, NOT_REACHED, REJECTED, as_dict, base_layout, empty_figure, show_token
+
+
+def ancestry(rec: dict) -> list[list[int]]:
+    nodes = sorted(rec["nodes"], key=lambda n: n["index"])
+    parent = {n["index"]: n["parent"] for n in nodes}
+    idx = [n["index"] for n in nodes]
+    pos = {i: k for k, i in enumerate(idx)}
+    m = [[0] * len(idx) for _ in idx]
+    for i in idx:
+        a = i
+        while a >= 0:
+            m[pos[i]][pos[a]] = 1
+            a = parent[a]
+    return m
+
+
+def mask_figure(rec, height: int | None = None) -> go.Figure:
+    rec = as_dict(rec)
+    nodes = sorted(rec["nodes"], key=lambda n: n["index"])
+    if len(nodes) < 2:
+        return empty_figure("Prefill: no tree yet — the prompt is read with ordinary causal attention")
+    m = ancestry(rec)
+    labels = [f"{n['index']}:{show_token(n['text'], 10)}" for n in nodes]
+    # cell value: 0 hidden, 1 visible, 2 visible and both on the accepted path
+    path = set([0] + rec["accepted_path"])
+    z = [[(2 if (nodes[r]["index"] in path and nodes[c]["index"] in path) else 1) if m[r][c] else 0
+          for c in range(len(nodes))] for r in range(len(nodes))]
+    text = [[(f"{labels[r]} sees {labels[c]}" if m[r][c] else f"{labels[r]} does not see {labels[c]}")
+             for c in range(len(nodes))] for r in range(len(nodes))]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=labels, y=labels, zmin=0, zmax=2, xgap=1, ygap=1, hovertext=text, hoverinfo="text",
+        colorscale=[[0, "#f4f4f4"], [0.33, "#f4f4f4"], [0.34, "#5b7bd5"], [0.66, "#5b7bd5"],
+                    [0.67, ACCEPTED], [1, ACCEPTED]],
+        colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "accepted path"], len=0.6),
+        name="tree attention"))
+    n = len(nodes)
+    base_layout(fig, f"Tree attention: {n} tokens verified in one target pass "
+                     f"(row = query token, column = key; all also see the {rec['prefix_len']} committed tokens)",
+                height=height or max(380, min(820, 140 + 22 * n)))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=12 if n > 20 else 14), title="query (drafted token)")
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=12 if n > 20 else 14), side="bottom", title="key")
+    fig.update_layout(title_font_size=15)
+    return fig

@@ -1,0 +1,131 @@
+"""Draft q vs target p: for a chosen node, along the accepted path, and the bonus/correction distribution."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_Q, REJECTED, TARGET_P, as_dict, base_layout, esc, pct,
+                     show_token)
+
+
+def node_choices(rec) -> list[tuple[str, int]]:
+    """Dropdown entries (label, node index) for the drafted nodes of a cycle, accepted path first."""
+    rec = as_dict(rec)
+    if not rec:
+        return []
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    order = list(rec["accepted_path"]) + [i for i in nodes if i > 0 and i not in rec["accepted_path"]]
+    mark = {"accepted": "✓", "rejected": "✗", "not_reached": "·"}
+    return [(f"{mark.get(nodes[i]['status'], '')} node {i} (depth {nodes[i]['depth']}): "
+             f"{show_token(nodes[i]['text'], 20)}", i) for i in order]
+
+
+def default_node(rec) -> int | None:
+    rec = as_dict(rec)
+    if not rec or len(rec["nodes"]) < 2:
+        return None
+    if rec["accepted_path"]:
+        return rec["accepted_path"][-1]
+    return min(n["index"] for n in rec["nodes"] if n["index"] > 0)
+
+
+def is_sampling(rec) -> bool:
+    return any(n.get("accept_prob") is not None for n in as_dict(rec)["nodes"])
+
+
+def parent_distribution(rec: dict, node: int, k: int = 8):
+    """Tokens (text, q, p, status) at the parent of `node`: the parent's draft/target top tokens and its
+    drafted children (whose q and p are exact). None = below the recorded top-k."""
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    par = nodes[nodes[node]["parent"]]
+    rows: dict[int, dict] = {}
+    for t in par.get("draft_topk") or []:
+        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None))["q"] = t["prob"]
+    for t in par.get("target_topk") or []:
+        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None))["p"] = t["prob"]
+    for c in nodes.values():
+        if c["parent"] == par["index"]:
+            r = rows.setdefault(c["token_id"], dict(text=c["text"], q=None, p=None, status=None))
+            r.update(q=c["q"], p=c["p"], status=c["status"], node=c["index"])
+    items = sorted(rows.items(), key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
+    chosen = [kv for kv in items if kv[1].get("node") is not None]
+    rest = [kv for kv in items if kv[1].get("node") is None][:max(0, k - len(chosen))]
+    keep = sorted(chosen + rest, key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
+    return par, [dict(token_id=t, **r) for t, r in keep]
+
+
+def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
+    rec = as_dict(rec)
+    sampling = is_sampling(rec)
+    if node is None or node not in {n["index"] for n in rec["nodes"]} or node == 0:
+        node = default_node(rec)
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.33, 0.25], horizontal_spacing=0.07,
+                        subplot_titles=[" ", "Along the accepted path", " "])
+    # ---- panel 1: the chosen node, against its siblings and the parent's top tokens
+    if node is not None:
+        par, rows = parent_distribution(rec, node)
+        labels = [f"{show_token(r['text'])}" + (" ◀" if r.get("node") == node else "") for r in rows]
+        fig.add_trace(go.Bar(x=labels, y=[r["q"] or 0 for r in rows], name="draft q (head)",
+                             marker_color=DRAFT_Q, legendgroup="q",
+                             hovertext=[f"{esc(r['text'])}: q = {pct(r['q']) if r['q'] is not None else 'below top-k'}"
+                                        for r in rows], hoverinfo="text"), row=1, col=1)
+        fig.add_trace(go.Bar(x=labels, y=[r["p"] or 0 for r in rows], name="target p",
+                             marker_color=TARGET_P, legendgroup="p",
+                             marker_line=dict(color=[_status_col(r["status"]) for r in rows],
+                                              width=[4 if r.get("node") is not None else 0 for r in rows]),
+                             hovertext=[f"{esc(r['text'])}: p = {pct(r['p']) if r['p'] is not None else 'below top-k'}"
+                                        for r in rows], hoverinfo="text"), row=1, col=1)
+        n = nodes[node]
+        verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
+        ttl = (f"After “{esc(show_token(par['text'], 20))}”: picked “{esc(show_token(n['text'], 20))}” "
+               f"q={pct(n['q'])} p={pct(n['p'])} → {verdict}")
+        if sampling and n.get("accept_prob") is not None:
+            ttl += f"<br>acceptance test: accept with prob min(1, p/q) = {pct(n['accept_prob'])}"
+        elif not sampling:
+            ttl += "<br>greedy (T = 0): accepted only if it is the target's top token"
+        fig.layout.annotations[0].update(text=ttl, font=dict(size=14))
+    else:
+        fig.add_annotation(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
+                           showarrow=False, font=dict(size=15, color="#666"))
+        fig.layout.annotations[0].update(text="Chosen node")
+    # ---- panel 2: the accepted path, then the bonus/correction
+    px = [f"{k + 1}. {show_token(nodes[i]['text'])}" for k, i in enumerate(rec["accepted_path"])]
+    fig.add_trace(go.Bar(x=px, y=[nodes[i]["q"] for i in rec["accepted_path"]], marker_color=DRAFT_Q,
+                         name="draft q (head)", legendgroup="q", showlegend=node is None,
+                         hovertext=[f"q = {pct(nodes[i]['q'])}" for i in rec["accepted_path"]], hoverinfo="text"),
+                  row=1, col=2)
+    fig.add_trace(go.Bar(x=px, y=[nodes[i]["p"] for i in rec["accepted_path"]], marker_color=TARGET_P,
+                         name="target p", legendgroup="p", showlegend=node is None,
+                         hovertext=[f"p = {pct(nodes[i]['p'])}" for i in rec["accepted_path"]], hoverinfo="text"),
+                  row=1, col=2)
+    if not rec["accepted_path"]:
+        fig.add_annotation(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
+                           xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666"))
+    # ---- panel 3: where the bonus/correction came from
+    res = rec.get("residual_topk") or []
+    bcol = CORRECTION if kind == "correction" else BONUS
+    fig.add_trace(go.Bar(x=[show_token(t["text"]) for t in res], y=[t["prob"] for t in res],
+                         marker_color=[bcol if t["token_id"] == rec["bonus_token"] else "#b9c7d6" for t in res],
+                         name="residual (p − q)+ normalised" if (sampling and kind == "correction")
+                         else "target p (bonus)", hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
+                         hoverinfo="text"), row=1, col=3)
+    if sampling and kind == "correction":
+        t3 = f"Correction “{esc(show_token(rec['bonus_text']))}”<br>drawn from the residual max(0, p − q)"
+    elif sampling:
+        t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>sampled from target p"
+    else:
+        t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>= argmax of target p"
+    fig.layout.annotations[2].update(text=t3, font=dict(size=14))
+    fig.layout.annotations[1].update(font=dict(size=14))
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")
+    fig.update_layout(barmode="group", bargap=0.25)
+    base_layout(fig, None, height=height, legend=dict(orientation="h", y=-0.22, x=0))
+    fig.update_layout(margin=dict(l=50, r=20, t=95, b=110))
+    fig.update_xaxes(tickangle=-35, tickfont=dict(size=14))
+    return fig
+
+
+def _status_col(status):
+    return {"accepted": ACCEPTED, "rejected": REJECTED}.get(status, "#777")

@@ -1,0 +1,105 @@
+"""Statistics over cycles: tokens per cycle, running tau, accepted-length histogram, forwards vs tokens, and
+the Race (EAGLE vs plain decoding through the same engine)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import ACCEPTED, BONUS, DRAFT_Q, TARGET_P, as_dicts, base_layout, empty_figure, esc
+
+
+def summary(records) -> dict:
+    """Totals of a run from its records: tokens, target forwards, seconds, tau, tokens/s."""
+    recs = as_dicts(records)
+    if not recs:
+        return dict(tokens=0, forwards=0, seconds=0.0, tau=0.0, tokens_per_s=0.0, cycles=0)
+    secs = sum(r["draft_seconds"] + r["verify_seconds"] + r["other_seconds"] for r in recs)
+    tok, fw = recs[-1]["total_new_tokens"], recs[-1]["target_forwards"]
+    return dict(tokens=tok, forwards=fw, seconds=secs, tau=tok / max(1, fw),
+                tokens_per_s=tok / secs if secs > 0 else 0.0, cycles=len(recs),
+                draft_seconds=sum(r["draft_seconds"] for r in recs),
+                verify_seconds=sum(r["verify_seconds"] for r in recs))
+
+
+def stats_html(records, upto: int | None = None) -> str:
+    recs = as_dicts(records)
+    if upto is not None:
+        recs = [r for r in recs if r["cycle"] <= upto]
+    if not recs:
+        return "<div class='el-cards'><div class='el-card'><b>–</b><span>no cycles yet</span></div></div>"
+    r = recs[-1]
+    s = summary(recs)
+    cards = [(str(len(r["new_tokens"])), f"new tokens in cycle {r['cycle']}"),
+             (str(r["accept_length"]), "drafted tokens accepted"),
+             (f"{s['tau']:.2f}", "τ = tokens per target pass"),
+             (f"{s['tokens']} / {s['forwards']}", "tokens / target passes"),
+             (f"{s['tokens_per_s']:.1f}", "tokens per second"),
+             (f"{1000 * (r['draft_seconds']):.0f} + {1000 * r['verify_seconds']:.0f} ms", "draft + verify, this cycle")]
+    return "<div class='el-cards'>" + "".join(
+        f"<div class='el-card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for v, k in cards) + "</div>"
+
+
+CSS = """
+.el-cards {display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0;}
+.el-card {flex: 1 1 140px; background: #f5f7fb; border: 1px solid #dde3ee; border-radius: 10px; padding: 8px 12px;}
+.el-card b {display: block; font-size: 26px; color: #1c2b5a;}
+.el-card span {font-size: 14px; color: #444;}
+"""
+
+
+def stats_figure(records, upto: int | None = None, height: int = 560) -> go.Figure:
+    recs = as_dicts(records)
+    if upto is not None:
+        recs = [r for r in recs if r["cycle"] <= upto]
+    if not recs:
+        return empty_figure("Statistics appear after the first cycle")
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.12, subplot_titles=[
+        "New tokens per cycle", "Running τ (tokens per target pass)", "Accepted lengths (drafted tokens kept)",
+        "Target passes vs tokens generated"])
+    cyc = [r["cycle"] for r in recs]
+    acc = [r["accept_length"] if r["cycle"] > 0 else 0 for r in recs]
+    extra = [len(r["new_tokens"]) - a for r, a in zip(recs, acc)]
+    fig.add_trace(go.Bar(x=cyc, y=acc, name="accepted drafted tokens", marker_color=ACCEPTED), row=1, col=1)
+    fig.add_trace(go.Bar(x=cyc, y=extra, name="target's bonus / correction", marker_color=BONUS), row=1, col=1)
+    fig.add_trace(go.Scatter(x=cyc, y=[r["tau"] for r in recs], mode="lines+markers", name="running τ",
+                             line=dict(color=DRAFT_Q, width=3)), row=1, col=2)
+    fig.add_trace(go.Scatter(x=[cyc[0], cyc[-1]], y=[1, 1], mode="lines", name="plain decoding (τ = 1)",
+                             line=dict(color="#999", dash="dash")), row=1, col=2)
+    lens = [r["accept_length"] for r in recs if r["cycle"] > 0]
+    mx = max(lens + [1])
+    fig.add_trace(go.Bar(x=list(range(mx + 1)), y=[lens.count(k) for k in range(mx + 1)],
+                         name="cycles with this accepted length", marker_color="#5b7bd5"), row=2, col=1)
+    fw = [r["target_forwards"] for r in recs]
+    fig.add_trace(go.Scatter(x=fw, y=[r["total_new_tokens"] for r in recs], mode="lines+markers",
+                             name="EAGLE tokens", line=dict(color=TARGET_P, width=3)), row=2, col=2)
+    fig.add_trace(go.Scatter(x=[0, fw[-1]], y=[0, fw[-1]], mode="lines", name="plain: 1 token per pass",
+                             line=dict(color="#999", dash="dash")), row=2, col=2)
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="cycle", row=1, col=1)
+    fig.update_xaxes(title_text="cycle", row=1, col=2)
+    fig.update_xaxes(title_text="accepted length", dtick=1, row=2, col=1)
+    fig.update_xaxes(title_text="target forward passes", row=2, col=2)
+    fig.update_yaxes(gridcolor="#eee")
+    base_layout(fig, None, height=height, legend=dict(orientation="h", y=-0.16, x=0, font=dict(size=13)))
+    fig.update_layout(margin=dict(l=50, r=20, t=40, b=100))
+    return fig
+
+
+def race_figure(eagle_records, plain_records, height: int = 380) -> go.Figure:
+    """Side by side: EAGLE vs plain decoding (draft='vanilla') of the same prompt, measured."""
+    e, v = summary(eagle_records), summary(plain_records)
+    if not e["tokens"] or not v["tokens"]:
+        return empty_figure("Press Race: the same prompt is decoded plainly and with EAGLE, and timed")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["tokens per second", "target forward passes",
+                                                        "wall time (s)"], horizontal_spacing=0.1)
+    names = ["plain decoding", "EAGLE"]
+    cols = ["#9e9e9e", ACCEPTED]
+    for col, key, fmt in ((1, "tokens_per_s", "{:.1f}"), (2, "forwards", "{:d}"), (3, "seconds", "{:.2f}")):
+        vals = [v[key], e[key]]
+        fig.add_trace(go.Bar(x=names, y=vals, marker_color=cols, text=[fmt.format(x) for x in vals],
+                             textposition="outside", showlegend=False, name=key), row=1, col=col)
+        fig.update_yaxes(range=[0, max(vals) * 1.3 + 1e-9], row=1, col=col, gridcolor="#eee")
+    speed = e["tokens_per_s"] / v["tokens_per_s"] if v["tokens_per_s"] else 0.0
+    base_layout(fig, f"Race: speedup {speed:.2f}× measured ({e['tokens']} vs {v['tokens']} tokens, "
+                     f"τ = {e['tau']:.2f})", height=height)
+    return fig

@@ -1,0 +1,53 @@
+"""The generated text, every token coloured by the cycle that committed it."""
+from __future__ import annotations
+
+from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc
+
+LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token. "
+          "<span class='el-tok el-draft' style='background:#e6e6e6'>drafted &amp; accepted</span> "
+          "<span class='el-tok el-bonus' style='background:#e6e6e6'>target's bonus</span> "
+          "<span class='el-tok el-correction' style='background:#e6e6e6'>target's correction</span></div>")
+
+CSS = """
+.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word;
+          font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;}
+.el-tok {border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; color: #111;}
+.el-draft {border-bottom: 3px solid #1a9850;}
+.el-bonus {outline: 2px solid #1f78b4; font-weight: 700;}
+.el-correction {outline: 2px dashed #e08214; font-weight: 700;}
+.el-current {box-shadow: 0 0 0 3px #222;}
+.el-legend {font-size: 15px; color: #333; margin-bottom: 6px;}
+.el-prompt {color: #666; font-style: italic; font-size: 15px; margin-bottom: 4px;}
+"""
+
+
+def _vis(text: str) -> str:
+    return esc(text).replace("\n", "↵\n")
+
+
+def text_html(records, upto: int | None = None, prompt: str | None = None, notice: str | None = None) -> str:
+    """HTML of the generation so far; `upto` = last cycle to include (the cycle slider), highlighted."""
+    recs = as_dicts(records)
+    if upto is not None:
+        recs = [r for r in recs if r["cycle"] <= upto]
+    parts = []
+    if notice:
+        parts.append(f"<div class='el-prompt'>{esc(notice)}</div>")
+    if prompt:
+        parts.append(f"<div class='el-prompt'>Prompt: {esc(prompt)}</div>")
+    parts.append(LEGEND)
+    body = []
+    last = recs[-1]["cycle"] if recs else None
+    for r in recs:
+        colour = CYCLE_PALETTE[r["cycle"] % len(CYCLE_PALETTE)]
+        for text, kind, tid in committed_pieces(r):
+            cls = "el-tok el-" + ("draft" if kind == "draft" else kind)
+            if r["cycle"] == last:
+                cls += " el-current"
+            title = (f"cycle {r['cycle']}: " + ("drafted by the head, accepted by the target" if kind == "draft"
+                                                else f"the target's own {kind} token") + f" (id {tid})")
+            body.append(f"<span class='{cls}' style='background:{colour}' title='{esc(title)}'>{_vis(text)}</span>")
+    if not body:
+        body.append("<span style='color:#888'>(nothing generated yet: press Step or Run)</span>")
+    parts.append("<div class='el-text'>" + "".join(body) + "</div>")
+    return "\n".join(parts)

@@ -1,0 +1,141 @@
+"""The draft tree of one cycle: root = last committed token, nodes coloured by verification outcome."""
+from __future__ import annotations
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from .common import (ACCEPTED, BONUS, CORRECTION, STATUS_COLOURS, STATUS_NAMES, as_dict, base_layout, esc,
+                     pct, show_token)
+
+
+def tree_graph(rec: dict) -> nx.DiGraph:
+    g = nx.DiGraph()
+    for n in rec["nodes"]:
+        g.add_node(n["index"], **n)
+        if n["parent"] >= 0:
+            g.add_edge(n["parent"], n["index"])
+    return g
+
+
+def tree_layout(g: nx.DiGraph, root: int = 0) -> dict[int, tuple[float, float]]:
+    """Tidy layered layout: x = depth, y = leaves in depth-first order, parents centred over their children.
+    Children keep drafting order (node index), so the top-ranked draft is on top."""
+    pos: dict[int, tuple[float, float]] = {}
+    next_leaf = [0.0]
+
+    def place(v):
+        kids = sorted(g.successors(v))
+        depth = g.nodes[v].get("depth", 0)
+        if not kids:
+            pos[v] = (depth, -next_leaf[0])
+            next_leaf[0] += 1
+            return
+        for k in kids:
+            place(k)
+        ys = [pos[k][1] for k in kids]
+        pos[v] = (depth, (min(ys) + max(ys)) / 2)
+
+    if root in g:
+        place(root)
+    return pos
+
+
+def _hover(n: dict) -> str:
+    lines = [f"<b>{esc(show_token(n['text'], 30))}</b>  (node {n['index']}, depth {n['depth']})",
+             f"status: {STATUS_NAMES.get(n['status'], n['status'])}"]
+    if n["parent"] >= 0:
+        lines += [f"draft q = {pct(n['q'])}", f"target p = {pct(n['p'])}",
+                  f"cumulative score log q = {n['score']:.2f}"]
+        if n.get("accept_prob") is not None:
+            lines.append(f"acceptance min(1, p/q) = {pct(n['accept_prob'])}")
+        if n.get("sampled"):
+            lines.append("drawn from q")
+    if n.get("target_topk"):
+        lines.append("target's next: " + ", ".join(f"{esc(show_token(t['text'], 10))} {pct(t['prob'])}"
+                                                 for t in n["target_topk"][:3]))
+    return "<br>".join(lines)
+
+
+def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
+    """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
+    rec = as_dict(rec)
+    g = tree_graph(rec)
+    pos = tree_layout(g)
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    path = set(rec["accepted_path"])
+    last = rec["accepted_path"][-1] if rec["accepted_path"] else 0
+    fig = go.Figure()
+
+    # edges: all, then the accepted path bold
+    ex, ey, ax, ay = [], [], [], []
+    for u, v in g.edges:
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        on_path = v in path and (u == 0 or u in path)
+        xs, ys = (ax, ay) if on_path else (ex, ey)
+        xs += [x0, x1, None]
+        ys += [y0, y1, None]
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2),
+                             hoverinfo="skip", name="draft edges", showlegend=False))
+    fig.add_trace(go.Scatter(x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
+                             hoverinfo="skip", name="accepted path"))
+
+    # bonus / correction token: the target's own token after the accepted path
+    bx, by = pos[last][0] + 1, pos[last][1]
+    kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
+    bcol = CORRECTION if kind == "correction" else BONUS
+    fig.add_trace(go.Scatter(x=[pos[last][0], bx], y=[by, by], mode="lines",
+                             line=dict(color=bcol, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
+                             name="bonus edge"))
+
+    # nodes: one marker trace per status (legend + hover), labels as boxes on top
+    for status in ("root", "accepted", "rejected", "not_reached"):
+        ids = [i for i, n in nodes.items() if n["status"] == status]
+        fig.add_trace(go.Scatter(
+            x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
+            marker=dict(symbol="square", size=30, color=STATUS_COLOURS[status],
+                        opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
+                        line=dict(width=0)),
+            hovertext=[_hover(nodes[i]) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
+            customdata=ids, visible=True if ids else "legendonly"))
+    btxt = (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{kind}: the target's own token"
+            f"<br>(from {'the residual distribution' if kind == 'correction' else 'its distribution'} here)")
+    fig.add_trace(go.Scatter(x=[bx], y=[by], mode="markers",
+                             marker=dict(symbol="star", size=30, color=bcol, line=dict(width=1, color="white")),
+                             hovertext=[btxt], hoverinfo="text",
+                             name="correction (target's token)" if kind == "correction" else "bonus (target's token)"))
+
+    for i, n in nodes.items():
+        x, y = pos[i]
+        col = STATUS_COLOURS[n["status"]]
+        alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
+        fig.add_annotation(x=x, y=y, text=esc(show_token(n["text"])), showarrow=False,
+                           font=dict(size=15, color="white" if alpha > 0.55 else "#111"),
+                           bgcolor=_rgba(col, alpha), bordercolor=col,
+                           borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
+                           hovertext=_hover(n))
+    fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b>", showarrow=False,
+                       font=dict(size=15, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
+                       borderpad=4, hovertext=btxt, xshift=0)
+
+    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
+    maxd = max([p[0] for p in pos.values()] + [bx])
+    fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
+                     ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
+                     zeroline=False, side="top")
+    fig.update_yaxes(visible=False, range=[-(leaves - 1) - 0.7, 0.7])
+    n_drafted = len(nodes) - 1
+    t = title or (f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
+                  if rec["cycle"] == 0 else
+                  f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
+                  f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)")
+    base_layout(fig, t, height=height or max(300, min(900, 90 + 46 * leaves)),
+                legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
+                hovermode="closest")
+    fig.update_layout(margin=dict(l=20, r=20, t=85, b=50))
+    return fig
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+    return f"rgba({r},{g},{b},{alpha:.2f})"

@@ -1,0 +1,62 @@
+"""The classroom walkthrough: steps of plain sentences, each with a live view and preset settings."""
+from __future__ import annotations
+
+# preset keys follow the app's controls; `view` names the figure shown beside the text
+BASE = dict(prompt="How can I learn Python quickly?", temperature=0.0, top_p=1.0, seed=0, shifted=True,
+            shape="Tree", tree_kind="static (EAGLE-1)", depth=5, top_k=6, total_tokens=24, max_new_tokens=48)
+
+STEPS = [
+    dict(title="1. Token by token is slow",
+         text="A language model writes one token per forward pass: to write 100 tokens it reads its whole "
+              "network 100 times, one after the other. On most hardware each pass is limited by moving the "
+              "weights, not by arithmetic, so checking several tokens in one pass costs about the same as one. "
+              "The Race below decodes the same prompt plainly and with EAGLE and times both.",
+         view="race", preset=dict(max_new_tokens=24)),
+    dict(title="2. The draft tree",
+         text="EAGLE adds a tiny draft head (one transformer layer) that guesses the next few tokens cheaply. "
+              "It does not guess one sequence but a tree of alternatives: the root is the last token already "
+              "written, each branch is a possible continuation. Faint nodes are guesses the head was unsure of.",
+         view="tree", preset=dict()),
+    dict(title="3. One pass checks the whole tree",
+         text="The big model reads every drafted token in a single forward pass. A tree attention mask makes "
+              "each token see only the prompt and its own ancestors, so the branches do not mix. "
+              "One pass scores all branches at once.",
+         view="mask", preset=dict()),
+    dict(title="4. Lossless acceptance",
+         text="Walking down from the root, a drafted token is kept only if the target agrees: at temperature 0 "
+              "it must be the target's own top choice. At the first disagreement the target's own token is "
+              "used instead (a correction), and if everything matched it adds one more (a bonus). "
+              "So the text is exactly what the target alone would write, just produced faster.",
+         view="probs", preset=dict()),
+    dict(title="5. Feature uncertainty and the shifted token",
+         text="The head predicts the target's internal feature, not just a token. But after “How can I” the "
+              "feature depends on which word was sampled next: “use”, “make”, “get”... A head that does not "
+              "know the sampled word must average over them and lands between the branches. EAGLE feeds the "
+              "sampled token to the head (shifted by one), and each prediction lands on its own branch.",
+         view="ambiguity", preset=dict()),
+    dict(title="6. Tree vs chain",
+         text="A chain drafts a single guess per step: one miss early and the rest is wasted. A tree keeps "
+              "the runner-up guesses too, so when the top guess is wrong the second one may still be accepted. "
+              "Switch between Tree and Chain in the Lens tab and watch the accepted lengths.",
+         view="tree", preset=dict(shape="Chain", depth=5)),
+    dict(title="7. Temperature",
+         text="With temperature above 0 the target samples. A drafted token with draft probability q and "
+              "target probability p is accepted with probability min(1, p/q); after a rejection the next token "
+              "is drawn from the leftover distribution max(0, p − q). This rule keeps the output distributed "
+              "exactly as the target's own samples.",
+         view="probs", preset=dict(temperature=0.8, top_p=0.95, seed=1)),
+]
+
+
+def step_settings(i: int) -> dict:
+    s = dict(BASE)
+    s.update(STEPS[i]["preset"])
+    return s
+
+
+def step_markdown(i: int) -> str:
+    st = STEPS[i]
+    s = step_settings(i)
+    settings = (f"Preset: {s['shape'].lower()}, {s['tree_kind'].split()[0]} tree, T = {s['temperature']}, "
+                f"{'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens.")
+    return f"## {st['title']}\n\n{st['text']}\n\n<small>{settings}</small>"
