@@ -66,7 +66,7 @@ def test_tree_figure_traces(as_dict):
     assert sorted(rej.customdata) == [3, 4]
     assert "q = " in rej.hovertext[0] and "target p" in rej.hovertext[0] and "depth" in rej.hovertext[0]
     labels = [a.text for a in fig.layout.annotations]
-    assert "␣I" in labels and "↵" in labels and "<b>␣get</b>" in labels
+    assert "␣I" in labels and "↵" in labels and "<b>␣get</b> (correction)" in labels
     fig.to_json()
 
 

@@ -49,24 +49,24 @@ def ambiguity_figure(rec, height: int = 560) -> go.Figure:
                              marker=dict(size=12, color="#bbb", symbol="square"),
                              name=f"the feature of “{esc(last)}” itself", hoverinfo="name"))
     ev = rec["explained_variance"]
-    base_layout(fig, f"After “{esc(rec['prefix'])}”: shifted mean distance {rec['mean_dist_shifted']:.1f} vs "
-                     f"unshifted {rec['mean_dist_unshifted']:.1f} (PCA of features)",
+    base_layout(fig, f"Mean distance to the real feature:<br>shifted {rec['mean_dist_shifted']:.1f} · "
+                     f"unshifted {rec['mean_dist_unshifted']:.1f}",
                 height=height, legend=dict(orientation="v", y=-0.12, x=0, yanchor="top", font=dict(size=13)))
     fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of variance)", gridcolor="#eee", zeroline=False)
     fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x")
-    fig.update_layout(margin=dict(l=60, r=20, t=60, b=20), height=height + 30 * len(rec["branches"]))
+    fig.update_layout(margin=dict(l=60, r=20, t=80, b=20), height=height + 30 * len(rec["branches"]))
     return fig
 
 
-def ambiguity_dist_figure(rec, height_per_branch: int = 210) -> go.Figure:
+def ambiguity_dist_figure(rec, height_per_branch: int = 230) -> go.Figure:
     """Per branch: the target's real next-token distribution vs what each head's prediction yields."""
     rec = as_dict(rec)
     if not rec:
         return empty_figure("")
     brs = rec["branches"]
-    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.12 if len(brs) < 4 else 0.08,
-                        subplot_titles=[f"next token after “{esc(rec['prefix'])}{esc(b['text'])}” "
-                                        f"(branch p={pct(b['p'])})" for b in brs])
+    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.5 / len(brs),
+                        subplot_titles=[f"after “…{esc(rec['prefix'][-20:])}<b>{esc(b['text'])}</b>” "
+                                        f"(branch p = {pct(b['p'])})" for b in brs])
     for r, br in enumerate(brs, start=1):
         xs = [show_token(t["text"]) for t in br["vocab"]]
         first = r == 1
@@ -79,9 +79,9 @@ def ambiguity_dist_figure(rec, height_per_branch: int = 210) -> go.Figure:
     fig.update_yaxes(range=[0, 1], tickformat=".0%", gridcolor="#eee")
     fig.update_xaxes(tickfont=dict(size=13))
     fig.update_layout(barmode="group")
-    base_layout(fig, None, height=80 + height_per_branch * len(brs),
-                legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, font=dict(size=13)))
-    fig.update_layout(margin=dict(l=50, r=10, t=90, b=30))
+    base_layout(fig, "Next-token distribution: real vs each head's prediction", height=140 + height_per_branch * len(brs),
+                legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=13)))
+    fig.update_layout(margin=dict(l=50, r=10, t=80, b=90))
     for a in fig.layout.annotations:
         a.font = dict(size=14)
     return fig

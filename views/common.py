@@ -52,6 +52,11 @@ def show_token(text: str, limit: int = 14) -> str:
 
 
 def esc(text: str) -> str:
+    """HTML-escape for HTML components and Plotly labels (Plotly does not know &quot;, so quotes stay)."""
+    return html.escape(text or "", quote=False)
+
+
+def esc_attr(text: str) -> str:
     return html.escape(text or "", quote=True)
 
 

@@ -61,7 +61,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         node = default_node(rec)
     nodes = {n["index"]: n for n in rec["nodes"]}
     kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
-    fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.33, 0.25], horizontal_spacing=0.07,
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.46, 0.29, 0.25], horizontal_spacing=0.08,
                         subplot_titles=[" ", "Along the accepted path", " "])
     # ---- panel 1: the chosen node, against its siblings and the parent's top tokens
     if node is not None:
@@ -79,12 +79,14 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                                         for r in rows], hoverinfo="text"), row=1, col=1)
         n = nodes[node]
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
-        ttl = (f"After “{esc(show_token(par['text'], 20))}”: picked “{esc(show_token(n['text'], 20))}” "
-               f"q={pct(n['q'])} p={pct(n['p'])} → {verdict}")
+        ttl = (f"<b>“{esc(show_token(n['text'], 16))}”</b> after “{esc(show_token(par['text'], 16))}”: "
+               f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
         if sampling and n.get("accept_prob") is not None:
-            ttl += f"<br>acceptance test: accept with prob min(1, p/q) = {pct(n['accept_prob'])}"
-        elif not sampling:
-            ttl += "<br>greedy (T = 0): accepted only if it is the target's top token"
+            ttl += f"<br>acceptance test: keep with probability min(1, p/q) = {pct(n['accept_prob'])}"
+        elif sampling:
+            ttl += "<br>not tested: an earlier sibling was accepted or its parent was rejected"
+        else:
+            ttl += "<br>greedy (T = 0): kept only if it is the target's top token"
         fig.layout.annotations[0].update(text=ttl, font=dict(size=14))
     else:
         fig.add_annotation(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
@@ -108,8 +110,8 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
     bcol = CORRECTION if kind == "correction" else BONUS
     fig.add_trace(go.Bar(x=[show_token(t["text"]) for t in res], y=[t["prob"] for t in res],
                          marker_color=[bcol if t["token_id"] == rec["bonus_token"] else "#b9c7d6" for t in res],
-                         name="residual (p − q)+ normalised" if (sampling and kind == "correction")
-                         else "target p (bonus)", hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
+                         name="residual max(0, p − q), renormalised" if (sampling and kind == "correction")
+                         else f"target p at the {kind}", hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
                          hoverinfo="text"), row=1, col=3)
     if sampling and kind == "correction":
         t3 = f"Correction “{esc(show_token(rec['bonus_text']))}”<br>drawn from the residual max(0, p − q)"
@@ -122,7 +124,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")
     fig.update_layout(barmode="group", bargap=0.25)
     base_layout(fig, None, height=height, legend=dict(orientation="h", y=-0.22, x=0))
-    fig.update_layout(margin=dict(l=50, r=20, t=95, b=110))
+    fig.update_layout(margin=dict(l=50, r=20, t=100, b=110))
     fig.update_xaxes(tickangle=-35, tickfont=dict(size=14))
     return fig
 

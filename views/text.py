@@ -1,21 +1,22 @@
 """The generated text, every token coloured by the cycle that committed it."""
 from __future__ import annotations
 
-from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc
+from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc, esc_attr
 
-LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token. "
-          "<span class='el-tok el-draft' style='background:#e6e6e6'>drafted &amp; accepted</span> "
-          "<span class='el-tok el-bonus' style='background:#e6e6e6'>target's bonus</span> "
-          "<span class='el-tok el-correction' style='background:#e6e6e6'>target's correction</span></div>")
+LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token: "
+          "<span class='el-tok el-draft' style='background:#cfe8ff'>drafted by the head, accepted</span> "
+          "<span class='el-tok el-bonus' style='background:#ffe2b8'>target's bonus token</span> "
+          "<span class='el-tok el-correction' style='background:#d9f2d0'>target's correction</span> "
+          "(outlined: the cycle shown)</div>")
 
 CSS = """
-.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word;
+.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 340px; overflow-y: auto;
           font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;}
-.el-tok {border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; color: #111;}
-.el-draft {border-bottom: 3px solid #1a9850;}
-.el-bonus {outline: 2px solid #1f78b4; font-weight: 700;}
-.el-correction {outline: 2px dashed #e08214; font-weight: 700;}
-.el-current {box-shadow: 0 0 0 3px #222;}
+.el-tok {border-radius: 3px; padding: 2px 0px; color: #111;}
+.el-draft {}
+.el-bonus {font-weight: 700; border-bottom: 3px solid #1f78b4;}
+.el-correction {font-weight: 700; border-bottom: 3px solid #e08214;}
+.el-current {outline: 2px solid #222;}
 .el-legend {font-size: 15px; color: #333; margin-bottom: 6px;}
 .el-prompt {color: #666; font-style: italic; font-size: 15px; margin-bottom: 4px;}
 """
@@ -46,7 +47,7 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
                 cls += " el-current"
             title = (f"cycle {r['cycle']}: " + ("drafted by the head, accepted by the target" if kind == "draft"
                                                 else f"the target's own {kind} token") + f" (id {tid})")
-            body.append(f"<span class='{cls}' style='background:{colour}' title='{esc(title)}'>{_vis(text)}</span>")
+            body.append(f"<span class='{cls}' style='background:{colour}' title='{esc_attr(title)}'>{_vis(text)}</span>")
     if not body:
         body.append("<span style='color:#888'>(nothing generated yet: press Step or Run)</span>")
     parts.append("<div class='el-text'>" + "".join(body) + "</div>")

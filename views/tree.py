@@ -79,11 +79,12 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
     fig.add_trace(go.Scatter(x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
                              hoverinfo="skip", name="accepted path"))
 
-    # bonus / correction token: the target's own token after the accepted path
-    bx, by = pos[last][0] + 1, pos[last][1]
+    # bonus / correction token: the target's own token after the accepted path, on its own row below
+    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
+    bx, by = pos[last][0] + 1, (-leaves if len(nodes) > 1 else pos[last][1])
     kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
     bcol = CORRECTION if kind == "correction" else BONUS
-    fig.add_trace(go.Scatter(x=[pos[last][0], bx], y=[by, by], mode="lines",
+    fig.add_trace(go.Scatter(x=[pos[last][0], bx], y=[pos[last][1], by], mode="lines",
                              line=dict(color=bcol, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
                              name="bonus edge"))
 
@@ -92,7 +93,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
         ids = [i for i, n in nodes.items() if n["status"] == status]
         fig.add_trace(go.Scatter(
             x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
-            marker=dict(symbol="square", size=30, color=STATUS_COLOURS[status],
+            marker=dict(symbol="square", size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
             hovertext=[_hover(nodes[i]) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
@@ -109,33 +110,35 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
         col = STATUS_COLOURS[n["status"]]
         alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
         fig.add_annotation(x=x, y=y, text=esc(show_token(n["text"])), showarrow=False,
-                           font=dict(size=15, color="white" if alpha > 0.55 else "#111"),
-                           bgcolor=_rgba(col, alpha), bordercolor=col,
+                           font=dict(size=17, color="white" if alpha > 0.55 else "#111"),
+                           bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
                            hovertext=_hover(n))
-    fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b>", showarrow=False,
-                       font=dict(size=15, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
+    fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b> ({kind})", showarrow=False,
+                       font=dict(size=17, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
                        borderpad=4, hovertext=btxt, xshift=0)
 
-    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
+    rows = leaves + (1 if len(nodes) > 1 else 0)
     maxd = max([p[0] for p in pos.values()] + [bx])
     fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
                      ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
                      zeroline=False, side="top")
-    fig.update_yaxes(visible=False, range=[-(leaves - 1) - 0.7, 0.7])
+    fig.update_yaxes(visible=False, range=[-(rows - 1) - 0.7, 0.7])
     n_drafted = len(nodes) - 1
     t = title or (f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
                   if rec["cycle"] == 0 else
                   f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
                   f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)")
-    base_layout(fig, t, height=height or max(300, min(900, 90 + 46 * leaves)),
+    base_layout(fig, t, height=height or max(340, min(950, 150 + 50 * rows)),
                 legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
                 hovermode="closest")
     fig.update_layout(margin=dict(l=20, r=20, t=85, b=50))
     return fig
 
 
-def _rgba(hex_colour: str, alpha: float) -> str:
+def _mix(hex_colour: str, alpha: float) -> str:
+    """The colour at opacity `alpha` over white, as an opaque colour (labels hide what is behind them)."""
     h = hex_colour.lstrip("#")
-    r, g, b = int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
-    return f"rgba({r},{g},{b},{alpha:.2f})"
+    r, g, b = (int(h[k:k + 2], 16) for k in (0, 2, 4))
+    m = lambda c: round(255 - alpha * (255 - c))  # noqa: E731
+    return f"rgb({m(r)},{m(g)},{m(b)})"

@@ -1,0 +1,85 @@
+"""Headless Chromium: open the app, press Run, wait for the live tree, save screenshots (test-artifacts/).
+
+Skips when the python `playwright` package or a Chromium binary is missing. The app runs as a subprocess with
+the tiny random target (EAGLE_LENS_BROWSER_TARGET=embedded to use the real one).
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="python package `playwright` not installed")
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    target = os.environ.get("EAGLE_LENS_BROWSER_TARGET", "tiny")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port), "--target", target],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        if proc.poll() is not None:
+            pytest.fail("app exited:\n" + proc.stdout.read()[-3000:])
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_run_in_browser(server):
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.goto(server)
+        # first paint: the recorded trace is drawn before anything is pressed
+        page.wait_for_selector("#el-tree .js-plotly-plot", timeout=60000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "first_paint.png"), full_page=True)
+        # wait for the live model, then Run
+        page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
+        page.fill("textarea", "How can I learn Python?")
+        page.locator("#el-run").click()
+        page.wait_for_function("() => document.body.innerText.includes('Generation finished')", timeout=90000)
+        title = page.locator("#el-tree .gtitle").first.text_content()
+        assert title.startswith("Cycle"), title
+        assert page.locator("#el-tree .js-plotly-plot .scatterlayer").count() == 1
+        assert "Traceback" not in page.content()
+        page.screenshot(path=os.path.join(ARTIFACTS, "after_run.png"), full_page=True)
+        # the "How can I" tab and the walkthrough render too
+        page.get_by_role("tab", name="How can I").click()
+        page.locator("#el-amb").click()
+        page.wait_for_function("() => document.body.innerText.includes('Computed live')", timeout=60000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "how_can_i.png"), full_page=True)
+        page.get_by_role("tab", name="Walkthrough").click()
+        page.wait_for_timeout(500)
+        page.screenshot(path=os.path.join(ARTIFACTS, "walkthrough.png"), full_page=True)
+        browser.close()
