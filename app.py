@@ -136,7 +136,7 @@ TRACE = load_trace()
 def initial_state() -> dict:
     t = TRACE or {}
     return dict(sid=None, records=t.get("records", []), plain=t.get("plain_records", []),
-                race_eagle=t.get("records", []), prompt=t.get("prompt", ""), source="trace" if t else "empty")
+                race_eagle=t.get("race_records", t.get("records", [])), prompt=t.get("prompt", ""), source="trace" if t else "empty")
 
 
 # ----------------------------------------------------------------------------- per-session decoders
@@ -309,8 +309,7 @@ def on_run(state, prompt, shifted, *cfg_args):
                 yield render(state, status=status_line(state, "Stopped. Step or Run continues."))
                 return
             state["records"] = state["records"] + advance(state["sid"], 1)
-            yield render(state, status=status_line(state, notice or "Running…"))
-        yield render(state, status=status_line(state, notice))
+            yield render(state, status=status_line(state, notice if dec.done else (notice or "Running…")))
     except (UserError, ValueError) as exc:
         yield fail_outputs(state, str(exc))
     except Exception as exc:
@@ -425,7 +424,8 @@ def on_walk_select(i):
     t = TRACE or {}
     # the recorded run illustrates steps whose preset matches it; the rest need "Show it live"
     same = not STEPS[i]["preset"] or STEPS[i]["view"] in ("race", "ambiguity")
-    fig = walk_figure(i, t.get("records", []) if same else [], t.get("plain_records"), t.get("ambiguity"))
+    recs = (t.get("race_records", t.get("records", [])) if STEPS[i]["view"] == "race" else t.get("records", []))
+    fig = walk_figure(i, recs if same else [], t.get("plain_records"), t.get("ambiguity"))
     return step_markdown(i), fig, "Recorded example." if same and t else "Press “Show it live”."
 
 
@@ -439,7 +439,7 @@ def on_walk_live(i):
         cfg = make_config(s["temperature"], s["top_p"], s["seed"], s["shape"], s["tree_kind"], "cpu-12",
                           s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
         shift = "shifted" if s["shifted"] else "unshifted"
-        recs = decode_all(cfg, shift, s["prompt"])
+        recs = decode_all(dataclasses.replace(cfg, record_topk=0) if view == "race" else cfg, shift, s["prompt"])
         plain = decode_all(dataclasses.replace(cfg, draft="vanilla", record_topk=0), shift, s["prompt"]) \
             if view == "race" else None
         return walk_figure(i, recs, plain), f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}."

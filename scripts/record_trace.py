@@ -3,7 +3,8 @@
     python scripts/record_trace.py                     # the default trace (embedded target, shipped heads)
     python scripts/record_trace.py --name code --prompt "Write a Python function that reverses a string."
 
-The file holds the CycleRecords of an EAGLE run, the plain-decoding run of the same prompt (the Race), and the
+The file holds the CycleRecords of an EAGLE run, a lean EAGLE run and the plain-decoding run of the same prompt
+(the Race), and the
 "How can I" ambiguity record, exactly as the engine returned them. Never edit these files by hand.
 """
 from __future__ import annotations
@@ -69,14 +70,16 @@ def main(argv=None):
     ids = target.render_prompt(args.prompt)
     records = run(target, sh, cfg, ids)
     print(f"eagle: {len(records)} cycles, {records[-1]['total_new_tokens']} tokens", flush=True)
+    # the Race: both runs lean (no per-node distributions recorded), timed the same way as in the app
     plain = run(target, None, dataclasses.replace(cfg, draft="vanilla", record_topk=0), ids)
-    print(f"plain: {len(plain)} cycles", flush=True)
+    race = run(target, sh, dataclasses.replace(cfg, record_topk=0), ids)
+    print(f"plain: {len(plain)} cycles; race: {len(race)} cycles", flush=True)
     amb = compute_ambiguity(target, sh, un, args.ambiguity_prefix)
     out = dict(name=args.name, prompt=args.prompt, config=dataclasses.asdict(cfg), target=target.name,
                head=str(sh.path), unshifted_head=str(un.path), notice=notice,
                device=str(target.device), recorded=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                text=target.decode([t for r in records for t in r["new_tokens"]]),
-               records=records, plain_records=plain, ambiguity=amb.to_dict())
+               records=records, plain_records=plain, race_records=race, ambiguity=amb.to_dict())
     path = os.path.join(ROOT, "assets", f"trace_{args.name}.json")
     with open(path, "w") as f:
         json.dump(out, f)

@@ -190,3 +190,30 @@ def test_walkthrough(client):
     assert "shifted" in md
     fig, msg = client.predict(STEPS[1]["title"], api_name="/walk_live")
     assert msg.startswith("Live") and "accepted path" in trace_names(fig)
+
+
+def test_ambiguity_matches_the_drafters_convention(url):
+    """The shifted prediction for branch t is what the drafter's catch-up computes for the root t, and the
+    unshifted one is its catch-up for (f_I, e(I)): the "How can I" view uses the engine's own head convention."""
+    import torch
+
+    from eagle_core.ambiguity import _run_head, compute_ambiguity
+    from eagle_core.draft import DraftSpec, Drafter
+    target, heads = app.MODEL.target, app.MODEL.heads
+    ids = target.render_prompt("How can I", chat_template=False)
+    _, feats = target.forward(torch.tensor([ids]))
+    branches = [11, 22]
+    sh = _run_head(heads["shifted"], target, feats, ids, branches)
+    un = _run_head(heads["unshifted"], target, feats, ids, None)
+    for b, t in enumerate(branches):
+        d = Drafter(heads["shifted"], target, DraftSpec(kind="chain", depth=1), 64)
+        ref = d.catch_up(feats, ids + [t])[0, -1]
+        assert torch.allclose(sh[b], ref, atol=1e-4)
+        d = Drafter(heads["unshifted"], target, DraftSpec(kind="chain", depth=1), 64)
+        ref = d.catch_up(feats, ids + [t])[0, -1]
+        assert torch.allclose(un[0], ref, atol=1e-4)
+    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], "How can I", 3)
+    assert len(rec.branches) == 3 and rec.last_token.strip() == "I"
+    assert all(br.vocab and len(br.vocab) == len(br.vocab_shifted) for br in rec.branches)
+    with pytest.raises(ValueError):
+        compute_ambiguity(target, heads["shifted"], heads["unshifted"], "  ")

@@ -73,6 +73,7 @@ def test_run_in_browser(server):
         assert title.startswith("Cycle"), title
         assert page.locator("#el-tree .js-plotly-plot .scatterlayer").count() == 1
         assert "Traceback" not in page.content()
+        assert page.locator("#el-tree [data-title='Download plot as a PNG']").count() == 1   # PNG download
         page.screenshot(path=os.path.join(ARTIFACTS, "after_run.png"), full_page=True)
         # the "How can I" tab and the walkthrough render too
         page.get_by_role("tab", name="How can I").click()

@@ -10,7 +10,7 @@ STEPS = [
          text="A language model writes one token per forward pass: to write 100 tokens it reads its whole "
               "network 100 times, one after the other. On most hardware each pass is limited by moving the "
               "weights, not by arithmetic, so checking several tokens in one pass costs about the same as one. "
-              "The Race below decodes the same prompt plainly and with EAGLE and times both.",
+              "The Race beside this text decodes the same prompt plainly and with EAGLE and times both.",
          view="race", preset=dict(max_new_tokens=24)),
     dict(title="2. The draft tree",
          text="EAGLE adds a tiny draft head (one transformer layer) that guesses the next few tokens cheaply. "
