@@ -193,6 +193,14 @@ def render_with_mask(tokenizer, messages, max_len: int | None = None):
     counts only when it lies entirely inside an assistant span. Returns None if the template does not render
     prefixes as prefixes (unusual templates) or nothing of the assistant survives the cut.
     """
+    if max_len:  # only the messages that reach into the first max_len tokens (specials split the text, so the
+        k = 1    # tokens of a kept prefix do not depend on what follows)
+        while k < len(messages):
+            text = _render_text(tokenizer, messages[:k])
+            if len(tokenizer(text, add_special_tokens=False)["input_ids"]) >= max_len:
+                break
+            k += 1
+        messages = messages[:k]
     full = _render_text(tokenizer, messages)
     eot = end_of_turn_text(tokenizer)
     spans = []
@@ -268,11 +276,12 @@ def _batches_by_tokens(items, batch_tokens):
 
 def extract_features(target, conversations, out_dir: str, max_len: int = 512, batch_tokens: int = 4096,
                      shard_sequences: int = 64, progress: bool = True, log=print,
-                     autocast_bf16: bool = False) -> dict:
+                     autocast_bf16: bool = False, deadline: float | None = None) -> dict:
     """Render, tokenize and run the target once (no grad) over `conversations`; write shards to out_dir.
 
-    Resumable: shards already on disk are kept; their conversations are skipped. Returns a summary dict
-    (also written to out_dir/meta.json).
+    Resumable: shards already on disk are kept; their conversations are skipped. `deadline` (time.time()
+    value): stop after the shard that crosses it (the shards on disk are then a seeded random subset).
+    Returns a summary dict (also written to out_dir/meta.json, updated after every shard).
     """
     from tqdm import tqdm
     os.makedirs(out_dir, exist_ok=True)
@@ -292,7 +301,7 @@ def extract_features(target, conversations, out_dir: str, max_len: int = 512, ba
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     pending: list[Sequence] = []
     n_shard = len(shards)
-    t0 = time.time()
+    t0, done_tok = time.time(), 0
     bar = tqdm(total=total, unit="tok", unit_scale=True, desc="extract", disable=not progress, smoothing=0.1)
     # chunks of shard_sequences conversations in the given (random) order, each sorted by length inside: a run
     # stopped early leaves a random subset on disk, not the shortest conversations
@@ -316,14 +325,31 @@ def extract_features(target, conversations, out_dir: str, max_len: int = 512, ba
             bar.update(sum(len(x[1]) for x in batch))
         _save_shard(os.path.join(out_dir, f"shard-{n_shard:05d}.pt"), pending)
         n_shard, pending = n_shard + 1, []
+        done_tok += sum(len(x[1]) for x in items[c:c + shard_sequences])
+        _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16)
+        if deadline and time.time() > deadline:
+            log(f"[extract] deadline reached after {n_shard} shards")
+            break
     bar.close()
-    wall = time.time() - t0
-    store = FeatureStore(out_dir)
-    meta = {"sequences": len(store.seqs), "tokens": store.tokens, "assistant_tokens": store.assistant_tokens,
-            "max_len": max_len, "target": target.name, "extract_wall_s_this_run": round(wall, 1),
-            "extract_tokens_per_s_this_run": round(total / wall, 1) if wall > 0 and total else None}
-    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+    return _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16)
+
+
+def _write_meta(out_dir, max_len, target, done_tok, wall, autocast_bf16):
+    path = os.path.join(out_dir, "meta.json")
+    old = json.load(open(path)) if os.path.exists(path) else {}
+    seqs, toks, asst = 0, 0, 0
+    for p in sorted(glob.glob(os.path.join(out_dir, "shard-*.pt"))):
+        d = torch.load(p, weights_only=True)
+        seqs, toks, asst = seqs + len(d["conv_ids"]), toks + int(d["lengths"].sum()), asst + int(d["loss_mask"].sum())
+    meta = {"sequences": seqs, "tokens": toks, "assistant_tokens": asst, "max_len": max_len, "target": target.name,
+            "autocast_bf16": bool(autocast_bf16)}
+    if done_tok:
+        meta.update(extract_wall_s_this_run=round(wall, 1), extract_tokens_per_s_this_run=round(done_tok / wall, 1))
+    else:
+        meta.update({k: v for k, v in old.items() if k.startswith("extract_")})
+    with open(path + ".tmp", "w") as f:
         json.dump(meta, f, indent=1)
+    os.replace(path + ".tmp", path)
     return meta
 
 
@@ -368,7 +394,8 @@ def select_training(train, n: int, seed: int = 0):
 
 
 def prepare_features(target, root: str, conversations: int, max_len: int, heldout_eval: int = 96,
-                     batch_tokens: int = 4096, autocast_bf16: bool = True, progress: bool = True, log=print):
+                     batch_tokens: int = 4096, autocast_bf16: bool = True, progress: bool = True, log=print,
+                     deadline: float | None = None):
     """Stage 1: features of the held-out evaluation sequences (root/heldout) and of the training sequences
     (root/train). Resumable. bf16 autocast on CPU roughly doubles the target's speed (features differ from
     fp32 by ~0.8% relative, far below the training noise); it is recorded in meta.json."""
@@ -378,10 +405,8 @@ def prepare_features(target, root: str, conversations: int, max_len: int, heldou
     metas = {}
     for name, sel in (("heldout", held[:heldout_eval]), ("train", select_training(train, conversations))):
         metas[name] = extract_features(target, sel, os.path.join(root, name), max_len=max_len,
-                                       batch_tokens=batch_tokens, progress=progress, log=log, autocast_bf16=bf16)
-        metas[name]["autocast_bf16"] = bf16
-        with open(os.path.join(root, name, "meta.json"), "w") as f:
-            json.dump(metas[name], f, indent=1)
+                                       batch_tokens=batch_tokens, progress=progress, log=log, autocast_bf16=bf16,
+                                       deadline=deadline if name == "train" else None)
     return metas
 
 

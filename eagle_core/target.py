@@ -96,7 +96,7 @@ class Target:
         features = the last hidden state after the final norm (the LM head's input).
         """
         out = self.model.model(input_ids=input_ids, position_ids=position_ids,
-                               past_key_values=past_key_values, attention_mask=attention_mask,
+                               cache=past_key_values, attention_mask=attention_mask,
                                use_cache=past_key_values is not None)
         feats = out.last_hidden_state
         return (self.lm_head(feats) if logits else None), feats

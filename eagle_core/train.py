@@ -62,6 +62,8 @@ class TrainConfig:
     out: str | None = None             # default assets/heads/smollm2-135m-<shift> (the shipped folder)
     progress: bool = True
     extract_only: bool = False
+    extract: bool = True               # --no-extract: train on the shards already on disk, extract nothing
+    extract_minutes: float | None = None  # stop extracting (at a shard boundary) after this many minutes
 
     def resolve(self):
         self.data_dir = self.data_dir or os.path.join("data", f"feats-{self.max_len}")
@@ -131,6 +133,11 @@ class Frozen:
             self.ce_b = self.lm_bias[vocab_ids] if self.lm_bias is not None else None
         else:
             self.ce_w, self.ce_b = self.lm, self.lm_bias
+
+    def argmax(self, f, chunk: int = 2048):
+        """Full-vocabulary argmax of lm(f) for f [N, H], in chunks (memory)."""
+        return torch.cat([self.logits(f[i:i + chunk], restricted=False).argmax(-1)
+                          for i in range(0, f.shape[0], chunk)]) if f.shape[0] else f.new_zeros(0, dtype=torch.long)
 
     def logits(self, f, restricted: bool):
         w, b = (self.ce_w, self.ce_b) if restricted else (self.lm, self.lm_bias)
@@ -218,16 +225,17 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
         if target_argmax_cache is not None and key in target_argmax_cache:
             t_arg = target_argmax_cache[key].to(dev)
         else:
-            t_arg = frozen.logits(tgt, restricted=False).argmax(-1)
+            t_arg = torch.zeros(m.shape, dtype=torch.long, device=dev)
+            t_arg[m.bool()] = frozen.argmax(tgt[m.bool()])
             if target_argmax_cache is not None:
                 target_argmax_cache[key] = t_arg.cpu()
-        agree = []
+        agree, sel = [], m.bool()
         for d, pred in enumerate(rollout(head, f_in.to(dt), emb, pos, depth)):
             if d == 0:
-                sel = m.bool()
                 vloss_sum += float(F.smooth_l1_loss(pred.float()[sel], tgt[sel], reduction="none").mean(-1).sum())
                 vloss_n += int(sel.sum())
-            ok = frozen.logits(pred.float(), restricted=False).argmax(-1) == t_arg  # [B, n]
+            ok = torch.zeros_like(sel)
+            ok[sel] = frozen.argmax(pred[sel].float()) == t_arg[sel]  # only counted positions: [B, n]
             valid = m.bool().clone()
             valid[:, :d] = False  # entries whose chain would start before the sequence
             agree_sum[d] += float(ok[valid].sum())
@@ -304,10 +312,11 @@ def train(cfg: TrainConfig, target=None) -> dict:
         target = load_target(cfg.target, device=str(acc.device))
 
     # 1. features (main process extracts; the others wait)
-    if main:
-        metas = D.prepare_features(target, cfg.data_dir, cfg.conversations, cfg.max_len, cfg.heldout_eval,
-                                   batch_tokens=cfg.extract_batch_tokens, autocast_bf16=cfg.extract_bf16,
-                                   progress=cfg.progress, log=log)
+    if main and cfg.extract:
+        D.prepare_features(target, cfg.data_dir, cfg.conversations, cfg.max_len, cfg.heldout_eval,
+                           batch_tokens=cfg.extract_batch_tokens, autocast_bf16=cfg.extract_bf16,
+                           progress=cfg.progress, log=log,
+                           deadline=t_start + cfg.extract_minutes * 60 if cfg.extract_minutes else None)
     acc.wait_for_everyone()
     metas = {k: json.load(open(os.path.join(cfg.data_dir, k, "meta.json"))) for k in ("train", "heldout")}
     if cfg.extract_only:

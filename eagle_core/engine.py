@@ -1,0 +1,287 @@
+"""The EAGLE decoding loop: draft a tree, verify it in one target pass, keep the accepted path, repeat.
+
+    prefill:  target(prompt) -> features f_0..f_{m-1}, first token t_m (the root of cycle 1)
+    cycle:    head.catch_up(new true features) -> tree = draft(...)            # draft_seconds
+              target([root] + tree nodes, ancestry mask, positions n + depth)  # verify_seconds: ONE pass
+              accept a path (greedy match at T = 0, strict speculative sampling at T > 0) + bonus token
+              keep only the accepted path's KV entries; their features seed the next draft
+
+`draft="vanilla"` drafts an empty tree, so the same code is plain one-token-per-forward decoding: the
+baseline and the reference in tests. Every cycle returns a CycleRecord (records.py).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from .draft import TREE_PRESETS, Drafter, DraftSpec, DraftTree
+from .records import ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
+from .sampling import sample, warp_logits
+from .verify import accept_tree
+
+
+@dataclass
+class DecodeConfig:
+    draft: str = "static"            # chain | static | dynamic | vanilla
+    tree: str = "cpu-12"             # static preset name (TREE_PRESETS)
+    depth: int = 5                   # chain / dynamic
+    top_k: int = 8                   # dynamic: expansion width
+    total_tokens: int = 24           # dynamic: nodes kept after rerank
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k_sampling: int = 0          # top-k warper (0 = off), applied to target and draft alike
+    max_new_tokens: int = 128
+    seed: int = 0
+    record_topk: int = 5             # per-node distributions kept in the records (0 = lean records)
+
+    def spec(self) -> DraftSpec:
+        if self.draft not in ("chain", "static", "dynamic", "vanilla"):
+            raise ValueError(f"unknown draft shape {self.draft!r}; use chain, static, dynamic or vanilla")
+        choices = None
+        if self.draft == "static":
+            if self.tree not in TREE_PRESETS:
+                raise ValueError(f"unknown tree preset {self.tree!r}; presets: {', '.join(TREE_PRESETS)}")
+            choices = TREE_PRESETS[self.tree]
+        return DraftSpec(kind=self.draft, choices=choices, depth=self.depth, top_k=self.top_k,
+                         total_tokens=self.total_tokens)
+
+    def check(self):
+        if not (self.temperature >= 0) or math.isinf(self.temperature):
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max-new-tokens must be >= 1 (got {self.max_new_tokens})")
+        if not (0 < self.top_p <= 1):
+            raise ValueError(f"top-p must be in (0, 1] (got {self.top_p})")
+        if self.draft in ("chain", "dynamic") and not (1 <= self.depth <= 16):
+            raise ValueError(f"depth must be in 1..16 (got {self.depth})")
+        if self.draft == "dynamic" and not (1 <= self.top_k <= 64 and 1 <= self.total_tokens <= 256):
+            raise ValueError("dynamic tree needs 1 <= top-k <= 64 and 1 <= total-tokens <= 256")
+        if self.top_k_sampling < 0:
+            raise ValueError("top-k sampling must be >= 0")
+        self.spec()
+
+
+# ---------------------------------------------------------------------- target KV cache
+def keep_cache_entries(cache: DynamicCache, start: int, keep: torch.Tensor):
+    """After verification: move the entries at absolute positions `keep` to start.. and drop the rest."""
+    end = start + keep.numel()
+    for layer in cache.layers:
+        layer.keys[:, :, start:end] = layer.keys.index_select(2, keep)
+        layer.values[:, :, start:end] = layer.values.index_select(2, keep)
+        layer.keys = layer.keys[:, :, :end]
+        layer.values = layer.values[:, :, :end]
+
+
+def tree_attention_mask(anc: torch.Tensor, prefix_len: int, dtype, device) -> torch.Tensor:
+    """Additive [1, 1, N, prefix + N] mask: every tree token sees the committed prefix and its own ancestors."""
+    n = anc.shape[0]
+    mask = torch.full((n, prefix_len + n), torch.finfo(dtype).min, dtype=dtype, device=device)
+    mask[:, :prefix_len] = 0
+    mask[:, prefix_len:].masked_fill_(anc.to(device), 0)
+    return mask[None, None]
+
+
+class EagleDecoder:
+    """One generation, stepped cycle by cycle (`step()` -> CycleRecord). The app keeps one per session."""
+
+    def __init__(self, target, head, cfg: DecodeConfig, prompt_ids: list[int]):
+        cfg.check()
+        self.target, self.head, self.cfg = target, head, cfg
+        self.spec = cfg.spec()
+        if len(prompt_ids) == 0:
+            raise ValueError("empty prompt")
+        if len(prompt_ids) + 2 + self.spec.max_nodes > target.max_context:
+            raise ValueError(f"prompt is {len(prompt_ids)} tokens; the target's context is {target.max_context}")
+        self.prompt_ids = list(prompt_ids)
+        self.tokens = list(prompt_ids)     # committed tokens + the current root (last element)
+        self.new_ids: list[int] = []
+        self.cycles: list[CycleRecord] = []
+        self.target_forwards = 0
+        self.finished: str | None = None
+        self.seconds = 0.0
+        self.gen = torch.Generator(device=target.device)
+        self.gen.manual_seed(cfg.seed)
+        self.cache = DynamicCache()
+        max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
+        self.drafter = Drafter(head, target, self.spec, max_len) if head is not None else None
+        if self.drafter is None and self.spec.kind != "vanilla":
+            raise ValueError("EAGLE drafting needs a head")
+        self.pending_feats = None          # true features not yet given to the head
+        self._text_cache: dict[int, str] = {}
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    # ------------------------------------------------------------------ helpers
+    def _sync(self):
+        if self.target.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _text(self, t: int) -> str:
+        s = self._text_cache.get(t)
+        if s is None:
+            s = self._text_cache[t] = self.target.token_text(t)
+        return s
+
+    def _topk(self, probs: torch.Tensor) -> list[TokenProb]:
+        k = self.cfg.record_topk
+        if k <= 0:
+            return []
+        v, i = torch.topk(probs.float(), min(k, probs.shape[-1]))
+        return [TokenProb(int(t), self._text(int(t)), float(p)) for t, p in zip(i.tolist(), v.tolist())]
+
+    def _target_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        if c.temperature > 0:
+            return warp_logits(logits, c.temperature, c.top_k_sampling, c.top_p).exp()
+        return torch.softmax(logits.float(), dim=-1)
+
+    def _commit(self, new: list[int]) -> list[int]:
+        """Trim at a stop token / the token budget / the context limit; returns what is committed."""
+        c = self.cfg
+        out = []
+        for t in new:
+            out.append(t)
+            if t in self.target.stop_token_ids:
+                self.finished = "eos"
+                break
+            if len(self.new_ids) + len(out) >= c.max_new_tokens:
+                self.finished = "max_new_tokens"
+                break
+        self.new_ids.extend(out)
+        if self.finished is None and len(self.tokens) + len(out) + 2 + self.spec.max_nodes > self.target.max_context:
+            self.finished = "context"
+        return out
+
+    # ------------------------------------------------------------------ prefill
+    def _prefill(self) -> CycleRecord:
+        t0 = time.perf_counter()
+        dev = self.target.device
+        ids = torch.tensor([self.prompt_ids], device=dev)
+        logits, feats = self.target.forward(ids, past_key_values=self.cache)
+        self.target_forwards += 1
+        p = self._target_probs(logits[0, -1])
+        tok = int(p.argmax()) if self.cfg.temperature == 0 else sample(p, self.gen)
+        self.pending_feats = feats
+        self._sync()
+        t1 = time.perf_counter()
+        committed = self._commit([tok])
+        self.tokens.append(tok)
+        self.seconds += t1 - t0
+        root = TreeNode(index=0, token_id=self.prompt_ids[-1], text=self._text(self.prompt_ids[-1]), parent=-1,
+                        depth=0, q=1.0, p=1.0, score=0.0, status=ROOT, target_topk=self._topk(p))
+        return CycleRecord(cycle=0, prefix_len=len(self.prompt_ids) - 1, nodes=[root], accepted_path=[],
+                           accepted_tokens=[], bonus_token=tok, bonus_text=self._text(tok), bonus_kind="bonus",
+                           residual_topk=self._topk(p), new_tokens=committed, accept_length=0,
+                           draft_seconds=0.0, verify_seconds=t1 - t0, other_seconds=0.0,
+                           total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
+                           tau=len(self.new_ids) / self.target_forwards, finished=self.finished)
+
+    # ------------------------------------------------------------------ one cycle
+    @torch.inference_mode()
+    def step(self) -> CycleRecord:
+        if self.done:
+            raise RuntimeError("generation already finished")
+        if not self.cycles:
+            rec = self._prefill()
+            self.cycles.append(rec)
+            return rec
+        c, dev = self.cfg, self.target.device
+        n = len(self.tokens) - 1                 # root position = committed length
+        root = self.tokens[-1]
+
+        # ---- draft
+        t0 = time.perf_counter()
+        if self.drafter is not None and self.spec.kind != "vanilla":
+            root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
+            tree = self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling,
+                                      c.top_p, self.gen)
+        else:
+            tree = DraftTree(tokens=[root], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False],
+                             child_lists=[[]])
+        self._sync()
+        t1 = time.perf_counter()
+
+        # ---- verify: the whole tree in ONE target forward
+        N = len(tree)
+        ids = torch.tensor([tree.tokens], device=dev)
+        pos = torch.tensor([[n + d for d in tree.depths]], device=dev)
+        mask = tree_attention_mask(tree.ancestry(), n, self.target.dtype, dev) if N > 1 else None
+        logits, feats = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask)
+        self.target_forwards += 1
+        self._sync()
+        t2 = time.perf_counter()
+
+        # ---- accept
+        probs = self._target_probs(logits[0])                 # [N, V]
+        path, bonus, kind, residual, accept_probs, status = accept_tree(tree, probs, c.temperature, self.gen)
+
+        # ---- keep the accepted path's KV entries and features
+        keep = torch.tensor([n + i for i in [0] + path], device=dev)
+        keep_cache_entries(self.cache, n, keep)
+        self.pending_feats = feats[:, [0] + path]
+        accepted = [tree.tokens[i] for i in path]
+        committed = self._commit(accepted + [bonus])
+        self.tokens.extend(accepted + [bonus])
+        rec = self._record(tree, probs, path, bonus, kind, residual, accept_probs, status, n, committed,
+                           t1 - t0, t2 - t1)
+        t3 = time.perf_counter()
+        rec.other_seconds = t3 - t2
+        self.seconds += t3 - t0
+        self.cycles.append(rec)
+        return rec
+
+    def _record(self, tree, probs, path, bonus, kind, residual, accept_probs, status, n, committed,
+                draft_s, verify_s) -> CycleRecord:
+        detail = self.cfg.record_topk > 0
+        nodes = []
+        p_tok = probs[torch.tensor([max(par, 0) for par in tree.parents]), torch.tensor(tree.tokens)].tolist()
+        for i in range(len(tree)):
+            par = tree.parents[i]
+            dist = tree.dists.get(i)
+            nodes.append(TreeNode(
+                index=i, token_id=tree.tokens[i], text=self._text(tree.tokens[i]) if detail else "",
+                parent=par, depth=tree.depths[i], q=tree.q[i], p=1.0 if par < 0 else p_tok[i],
+                score=tree.scores[i], status=status[i], sampled=tree.sampled[i],
+                accept_prob=accept_probs.get(i),
+                target_topk=self._topk(probs[i]) if detail else [],
+                draft_topk=self._topk(dist.exp()) if (detail and dist is not None) else []))
+        return CycleRecord(
+            cycle=len(self.cycles), prefix_len=n, nodes=nodes, accepted_path=path,
+            accepted_tokens=[tree.tokens[i] for i in path], bonus_token=bonus,
+            bonus_text=self._text(bonus), bonus_kind=kind, residual_topk=self._topk(residual) if detail else [],
+            new_tokens=committed, accept_length=len(path), draft_seconds=draft_s, verify_seconds=verify_s,
+            other_seconds=0.0, total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
+            tau=len(self.new_ids) / self.target_forwards, finished=self.finished)
+
+    def result(self, prompt: str = "") -> GenerationResult:
+        return GenerationResult(prompt=prompt, prompt_ids=self.prompt_ids, token_ids=list(self.new_ids),
+                                text=self.target.decode(self.new_ids), target_forwards=self.target_forwards,
+                                seconds=self.seconds, cycles=self.cycles, config=asdict(self.cfg),
+                                finished=self.finished)
+
+
+def stream(target, head, cfg: DecodeConfig, prompt_ids: list[int]):
+    """Yield one CycleRecord per cycle until the generation finishes."""
+    dec = EagleDecoder(target, head, cfg, prompt_ids)
+    while not dec.done:
+        yield dec.step()
+
+
+def generate(target, head, cfg: DecodeConfig, prompt_ids: list[int], prompt: str = "") -> GenerationResult:
+    dec = EagleDecoder(target, head, cfg, prompt_ids)
+    while not dec.done:
+        dec.step()
+    return dec.result(prompt)
+
+
+def default_config(device_type: str = "cpu") -> DecodeConfig:
+    """Defaults per device: a CPU pays for every verified token, a GPU verifies a wide tree almost for free."""
+    if device_type == "cpu":
+        return DecodeConfig(draft="static", tree="cpu-12")
+    return DecodeConfig(draft="dynamic", depth=6, top_k=10, total_tokens=60)

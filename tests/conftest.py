@@ -1,0 +1,98 @@
+"""Shared fixtures: tiny random Llama targets (fast) and heads built to draft badly, well, or perfectly."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TQDM_DISABLE", "1")
+torch.set_num_threads(1)  # tiny models: threads cost more than they give, and CI has 2 cores
+
+from eagle_core.head import EagleHead, head_config_from_target, random_head  # noqa: E402
+from eagle_core.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target  # noqa: E402
+
+
+class TinyTokenizer:
+    """A stand-in tokenizer over a small vocabulary: token i is the text '<i>'."""
+
+    def __init__(self, vocab_size: int, eos: int | None = None):
+        self.vocab_size, self.eos_token_id, self.unk_token_id = vocab_size, eos, None
+        self.chat_template = None
+
+    def get_vocab(self):
+        return {f"<{i}>": i for i in range(self.vocab_size)}
+
+    def convert_tokens_to_ids(self, tok):
+        return self.get_vocab().get(tok)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(f"<{int(i)}>" for i in ids)
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [int(x) % self.vocab_size for x in text.split()]}
+
+
+@pytest.fixture(scope="session")
+def real_tokenizer():
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(embedded_gguf_dir(), gguf_file=EMBEDDED_GGUF)
+
+
+def tiny_llama(vocab_size=49152, hidden=64, layers=2, seed=0, **kw) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=kw.pop("max_position_embeddings", 512), tie_word_embeddings=True,
+                      bos_token_id=1, eos_token_id=kw.pop("eos_token_id", 2), **kw)
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_target(real_tokenizer):
+    """2-layer random Llama with the real SmolLM2 tokenizer: realistic plumbing, a random head drafts ~nothing."""
+    return load_target(model=tiny_llama(), tokenizer=real_tokenizer, device="cpu")
+
+
+def oracle_pair(real_tokenizer, seed=1):
+    """A target whose next token depends only on the current one, and a head that computes it exactly.
+
+    Target: one Llama layer with its attention output zeroed, so h_j = e_j + MLP(norm(e_j)) and the feature is
+    RMSNorm(h_j) with unit weight. Head: fc selects the token embedding, its attention output is zeroed and its
+    MLP/norm are the target's, so it outputs h_j: the same logits up to a positive scale, hence the same
+    argmax. A shifted head therefore drafts the target's greedy continuation exactly (full-depth acceptance).
+    """
+    model = tiny_llama(layers=1, seed=seed)
+    with torch.no_grad():
+        layer = model.model.layers[0]
+        layer.self_attn.o_proj.weight.zero_()
+        model.model.norm.weight.fill_(1.0)
+        model.model.embed_tokens.weight.mul_(20.0)   # sharper distributions: fewer near-ties, long greedy runs
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu")
+    head = EagleHead(head_config_from_target(target.config, "shifted", bias=True))
+    H = target.hidden_size
+    with torch.no_grad():
+        head.fc.weight.zero_()
+        head.fc.weight[:, :H] = torch.eye(H)
+        head.fc.bias.zero_()
+        hl = head.layers[0]
+        for name in ("q_proj", "k_proj", "v_proj"):
+            getattr(hl.self_attn, name).weight.normal_(0, 0.02)
+        hl.self_attn.o_proj.weight.zero_()
+        hl.mlp.load_state_dict(layer.mlp.state_dict())
+        hl.post_attention_layernorm.weight.copy_(layer.input_layernorm.weight)
+    head.path = "oracle"
+    return target, head.eval()
+
+
+@pytest.fixture(scope="session")
+def oracle(real_tokenizer):
+    return oracle_pair(real_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_random_head(tiny_target):
+    return random_head(tiny_target, "shifted", seed=0)

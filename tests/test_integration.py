@@ -1,0 +1,56 @@
+"""Integration on the embedded SmolLM2-135M-Instruct (GGUF, dequantised): real target, real tokenizer."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from eagle_core.engine import DecodeConfig, generate
+from eagle_core.head import SHIPPED_HEADS, resolve_head
+from eagle_core.target import load_target
+
+PROMPTS = ["How can I learn Python quickly?", "Write a haiku about the sea.", "What is 17 times 23?"]
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    torch.set_num_threads(2)
+    yield load_target()
+    torch.set_num_threads(1)
+
+
+def _heads(target):
+    specs = ["random"] + [s for s in ("shifted", "unshifted")
+                          if os.path.exists(os.path.join(SHIPPED_HEADS[s], "config.json"))]
+    return {s: resolve_head(s, target) for s in specs}
+
+
+def test_embedded_target_feature_is_lm_head_input(smollm):
+    ids = torch.tensor([smollm.render_prompt("How can I")])
+    logits, feats = smollm.forward(ids)
+    ref = smollm.model(ids, output_hidden_states=True)
+    torch.testing.assert_close(feats, ref.hidden_states[-1])
+    torch.testing.assert_close(logits, ref.logits)
+    assert smollm.tokenizer.convert_tokens_to_ids("<|im_end|>") in smollm.stop_token_ids
+
+
+def test_greedy_identity_on_embedded_target(smollm):
+    heads = _heads(smollm)
+    for prompt in PROMPTS:
+        ids = smollm.render_prompt(prompt)
+        hf = smollm.model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False,
+                                   eos_token_id=smollm.stop_token_ids)[0, len(ids):].tolist()
+        for name, head in heads.items():
+            for draft in ("chain", "static", "dynamic"):
+                got = generate(smollm, head, DecodeConfig(draft=draft, max_new_tokens=40, record_topk=0), ids)
+                assert got.token_ids == hf, (prompt, name, draft)
+
+
+def test_cli_on_embedded_target(capsys):
+    from eagle_core.generate import main
+    rc = main(["--prompt", "How can I", "--max-new-tokens", "8", "--json", "--head", "random"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["new_tokens"] == 8 and d["config"]["draft"] == "static"

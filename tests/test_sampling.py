@@ -1,0 +1,138 @@
+"""The acceptance rules are exact: the emitted tokens follow the target's law, for any draft.
+
+Synthetic trees with known target distributions p and draft distributions q, >= 100k Monte-Carlo draws at a
+fixed seed and a chi-square test, for both ways of drafting children (sampled from q / chosen top-k).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from eagle_core.draft import DraftTree
+from eagle_core.sampling import gumbel_topk, verify_children, warp_logits
+from eagle_core.verify import accept_tree
+
+V = 6
+
+
+def _dist(g, sharp=2.0):
+    return torch.softmax(torch.randn(V, generator=g) * sharp, -1)
+
+
+def _chi2(counts: np.ndarray, expected: np.ndarray) -> float:
+    keep = expected * counts.sum() >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(expected[keep], expected[~keep].sum()) * counts.sum()
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    return chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled-children", "topk-children"])
+def test_verify_children_single_node_exact(sampled):
+    """One node, k children: the emitted token is distributed as p (multi-round / one-hot rule)."""
+    g = torch.Generator().manual_seed(0)
+    p, q = _dist(g), _dist(g, sharp=1.0)
+    n, k = 100_000, 3
+    counts = np.zeros(V)
+    logq = q.log()
+    topk = torch.topk(q, k).indices.tolist()
+    for _ in range(n):
+        kids = gumbel_topk(logq, k, g).tolist() if sampled else topk
+        pos, _, residual = verify_children(p, q, kids, sampled, g)
+        tok = kids[pos] if pos is not None else int(torch.multinomial(residual, 1, generator=g))
+        counts[tok] += 1
+    assert _chi2(counts, p.numpy()) > 1e-3
+
+
+def _build_tree(sampled, q_root, q_child, g, k1=3, k2=2):
+    """Root with k1 children, each with k2 children, drafted from q (sampled) or top-k."""
+    def pick(q, k):
+        return gumbel_topk(q.log(), k, g).tolist() if sampled else torch.topk(q, k).indices.tolist()
+    tree = DraftTree(tokens=[0], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False],
+                     child_lists=[[]], dists={0: q_root.log()})
+    for t in pick(q_root, k1):
+        i = len(tree.tokens)
+        tree.tokens.append(t); tree.parents.append(0); tree.depths.append(1); tree.q.append(float(q_root[t]))
+        tree.scores.append(math.log(q_root[t])); tree.sampled.append(sampled); tree.child_lists.append([])
+        tree.child_lists[0].append(i)
+        tree.dists[i] = q_child[t].log()
+        for u in pick(q_child[t], k2):
+            j = len(tree.tokens)
+            tree.tokens.append(u); tree.parents.append(i); tree.depths.append(2); tree.q.append(0.0)
+            tree.scores.append(0.0); tree.sampled.append(sampled); tree.child_lists.append([])
+            tree.child_lists[i].append(j)
+    return tree
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled-children", "topk-children"])
+def test_accept_tree_two_levels_exact(sampled):
+    """Depth-2 trees: the first two emitted tokens (y1, y2) follow p(y1) p(y2 | y1) exactly."""
+    g = torch.Generator().manual_seed(1)
+    p_root = _dist(g)
+    p_child = torch.stack([_dist(g) for _ in range(V)])    # target law of y2 given y1
+    q_root = _dist(g, 1.0)
+    q_child = torch.stack([_dist(g, 1.0) for _ in range(V)])
+    n = 100_000
+    counts = np.zeros((V, V))
+    for _ in range(n):
+        tree = _build_tree(sampled, q_root, q_child, g)
+        probs = torch.stack([p_root] + [p_child[tree.tokens[i]] for i in range(1, len(tree.tokens))])
+        path, bonus, kind, _, _, status = accept_tree(tree, probs, 1.0, g)
+        out = [tree.tokens[i] for i in path] + [bonus]
+        if len(out) == 1:   # everything rejected at the root: the next cycle samples y2 from the target
+            out.append(int(torch.multinomial(p_child[out[0]], 1, generator=g)))
+        counts[out[0], out[1]] += 1
+        assert kind == ("bonus" if len(path) == 2 else "correction")
+    expected = (p_root[:, None] * p_child).numpy().ravel()
+    assert _chi2(counts.ravel(), expected) > 1e-3
+
+
+def test_rules_are_not_trivially_passing():
+    """Guard: a biased rule (accept every sampled child) fails the same chi-square test."""
+    g = torch.Generator().manual_seed(2)
+    p, q = _dist(g), _dist(g, 1.0)
+    counts = np.zeros(V)
+    for _ in range(20_000):
+        counts[int(torch.multinomial(q, 1, generator=g))] += 1
+    assert _chi2(counts, p.numpy()) < 1e-6
+
+
+def test_greedy_acceptance_follows_argmax():
+    g = torch.Generator().manual_seed(3)
+    q_root, q_child = _dist(g), torch.stack([_dist(g) for _ in range(V)])
+    tree = _build_tree(False, q_root, q_child, g)
+    probs = torch.rand(len(tree.tokens), V, generator=g)
+    path, bonus, kind, *_ = accept_tree(tree, probs, 0.0, None)
+    node = 0
+    for i in path:
+        assert tree.tokens[i] == int(probs[node].argmax()) and tree.parents[i] == node
+        node = i
+    assert bonus == int(probs[node].argmax())
+
+
+def test_warpers():
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0, -1.0])
+    p = warp_logits(logits, 1.0, top_k=2).exp()
+    assert p[2:].sum() == 0 and abs(float(p.sum()) - 1) < 1e-6
+    p = warp_logits(logits, 1.0, top_p=0.5).exp()
+    assert p[0] == 1.0
+    p = warp_logits(logits, 1.0, top_p=0.8).exp()
+    assert (p > 0).sum() == 2
+    p = warp_logits(logits, 0.5).exp()
+    assert torch.allclose(p, torch.softmax(logits / 0.5, -1))
+
+
+def test_gumbel_topk_samples_without_replacement():
+    g = torch.Generator().manual_seed(4)
+    q = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    firsts = np.zeros(4)
+    for _ in range(20_000):
+        s = gumbel_topk(q.log(), 2, g).tolist()
+        assert s[0] != s[1]
+        firsts[s[0]] += 1
+    assert _chi2(firsts, q.numpy()) > 1e-3
