@@ -23,7 +23,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 import views  # noqa: E402
-from views.walkthrough import STEPS, step_markdown, step_settings  # noqa: E402
+from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
+from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
 
 try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
@@ -343,6 +344,11 @@ def on_view(state, cycle, node=None):
         return fail_outputs(state, "Could not draw this cycle.")
 
 
+def on_click(state, cycle, value):
+    node = str(value or "").split(":")[0]
+    return on_view(state, cycle, int(node) if node.isdigit() else None)
+
+
 def on_race(state, prompt, shifted, *cfg_args):
     try:
         cfg = make_config(*cfg_args)
@@ -399,26 +405,6 @@ def on_ambiguity(prefix, branches):
 
 
 # ----------------------------------------------------------------------------- walkthrough
-def best_cycle(recs, view):
-    cyc = [r for r in recs if r["cycle"] > 0] or recs
-    if view == "probs":
-        with_rej = [r for r in cyc if any(n["status"] == "rejected" for n in r["nodes"]) and r["accept_length"]]
-        cyc = with_rej or cyc
-    return max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
-
-
-def walk_figure(i, recs, plain=None, amb=None):
-    view = STEPS[i]["view"]
-    if view == "race":
-        return views.race_figure(recs, plain or [])
-    if view == "ambiguity":
-        return views.ambiguity_figure(amb) if amb else views.common.empty_figure("press Show it live")
-    if not recs:
-        return views.common.empty_figure("press Show it live")
-    rec = best_cycle(recs, view)
-    return {"tree": views.tree_figure, "mask": views.mask_figure, "probs": views.probs_figure}[view](rec)
-
-
 def on_walk_select(i):
     i = int(i)
     t = TRACE or {}
@@ -471,16 +457,6 @@ def model_banner():
 
 
 # ----------------------------------------------------------------------------- layout
-CSS = views.text.CSS + views.stats.CSS + """
-.el-note {font-size: 15px; color: #7a4b00; margin-top: 6px;}
-.el-table {border-collapse: collapse; font-size: 15px;} .el-table td, .el-table th {padding: 4px 10px; border-bottom: 1px solid #ddd;}
-#el-title h1 {margin-bottom: 0;} #el-status {font-size: 16px;}
-body.el-presenter .gradio-container {zoom: 1.35;}
-body.el-presenter .el-text {font-size: 24px;}
-"""
-PRESENTER_JS = "(on) => { document.body.classList.toggle('el-presenter', on); return on; }"
-
-
 def build_demo() -> gr.Blocks:
     st0 = initial_state()
     r0 = render(dict(st0), status="")
@@ -533,7 +509,10 @@ def build_demo() -> gr.Blocks:
                         node = gr.Dropdown(label="Node to inspect (draft q vs target p)",
                                            choices=views.node_choices(last0), value=views.default_node(last0),
                                            interactive=True, allow_custom_value=True)
-                        probs = gr.Plot(r0[5], label="Draft vs target probabilities")
+                        click = gr.Textbox(elem_id="el-click", show_label=False, container=False)
+                        click_btn = gr.Button("select", elem_id="el-click-btn")
+                        probs = gr.Plot(r0[5], label="Draft vs target probabilities (click a node in the tree "
+                                                     "or pick one above)")
                         with gr.Accordion("Tree attention mask", open=False):
                             mask = gr.Plot(r0[6], label="Tree attention mask")
                         with gr.Accordion("Statistics and the Race", open=True):
@@ -579,6 +558,7 @@ def build_demo() -> gr.Blocks:
         reset_btn.click(on_reset, [state], outs, api_name="reset", concurrency_limit=None)
         cycle.release(on_view, [state, cycle], outs, api_name="view_cycle")
         node.input(on_view, [state, cycle, node], outs, api_name="view_node")
+        click_btn.click(on_click, [state, cycle, click], outs, api_visibility="private")
         race_btn.click(on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race",
                        **model_kw)
         amb_btn.click(on_ambiguity, [prefix, branches], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",
@@ -612,7 +592,7 @@ def main(argv=None):
     start_loading(args.target, args.head)
     demo = build_demo()
     demo.queue(default_concurrency_limit=4, max_size=64)
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=CLICK_JS, show_error=False,
                 theme=gr.themes.Soft(primary_hue="green", text_size="lg"))
 
 

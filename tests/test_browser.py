@@ -75,6 +75,10 @@ def test_run_in_browser(server):
         assert "Traceback" not in page.content()
         assert page.locator("#el-tree [data-title='Download plot as a PNG']").count() == 1   # PNG download
         page.screenshot(path=os.path.join(ARTIFACTS, "after_run.png"), full_page=True)
+        # clicking a node in the tree selects it for the q-vs-p view
+        page.locator("#el-tree g.annotation[data-index='2'] rect").first.click(force=True)
+        page.wait_for_function("() => [...document.querySelectorAll('input')].some("
+                               "(e) => e.value.includes('node 2 '))", timeout=20000)
         # the "How can I" tab and the walkthrough render too
         page.get_by_role("tab", name="How can I").click()
         page.locator("#el-amb").click()

@@ -113,7 +113,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                            font=dict(size=17, color="white" if alpha > 0.55 else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
-                           hovertext=_hover(n))
+                           hovertext=_hover(n), name=f"node-{i}", captureevents=i > 0)
     fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b> ({kind})", showarrow=False,
                        font=dict(size=17, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
                        borderpad=4, hovertext=btxt, xshift=0)

@@ -1,6 +1,13 @@
 """The classroom walkthrough: steps of plain sentences, each with a live view and preset settings."""
 from __future__ import annotations
 
+from .common import empty_figure
+from .mask import mask_figure
+from .probs import probs_figure
+from .stats import race_figure
+from .tree import tree_figure
+from .ambiguity import ambiguity_figure
+
 # preset keys follow the app's controls; `view` names the figure shown beside the text
 BASE = dict(prompt="How can I learn Python quickly?", temperature=0.0, top_p=1.0, seed=0, shifted=True,
             shape="Tree", tree_kind="static (EAGLE-1)", depth=5, top_k=6, total_tokens=24, max_new_tokens=48)
@@ -60,3 +67,23 @@ def step_markdown(i: int) -> str:
     settings = (f"Preset: {s['shape'].lower()}, {s['tree_kind'].split()[0]} tree, T = {s['temperature']}, "
                 f"{'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens.")
     return f"## {st['title']}\n\n{st['text']}\n\n<small>{settings}</small>"
+
+
+def best_cycle(recs, view):
+    cyc = [r for r in recs if r["cycle"] > 0] or recs
+    if view == "probs":
+        with_rej = [r for r in cyc if any(n["status"] == "rejected" for n in r["nodes"]) and r["accept_length"]]
+        cyc = with_rej or cyc
+    return max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
+
+
+def walk_figure(i, recs, plain=None, amb=None):
+    view = STEPS[i]["view"]
+    if view == "race":
+        return race_figure(recs, plain or [])
+    if view == "ambiguity":
+        return ambiguity_figure(amb) if amb else empty_figure("press Show it live")
+    if not recs:
+        return empty_figure("press Show it live")
+    rec = best_cycle(recs, view)
+    return {"tree": tree_figure, "mask": mask_figure, "probs": probs_figure}[view](rec)
