@@ -83,6 +83,8 @@ def empty_figure(message: str, height: int = 300):
 def pct(x) -> str:
     if x is None:
         return "–"
+    if x <= 0:
+        return "0%"
     if x >= 0.001:
         return f"{100 * x:.1f}%"
     return f"{x:.1e}"

@@ -105,15 +105,18 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                              hovertext=[btxt], hoverinfo="text",
                              name="correction (target's token)" if kind == "correction" else "bonus (target's token)"))
 
+    label_size = 17 if leaves <= 16 else 14
+    labels = []   # plain dicts, assigned at once (add_annotation validates one by one: slow for big trees)
     for i, n in nodes.items():
         x, y = pos[i]
         col = STATUS_COLOURS[n["status"]]
         alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
-        fig.add_annotation(x=x, y=y, text=esc(show_token(n["text"])), showarrow=False,
-                           font=dict(size=17, color="white" if alpha > 0.55 else "#111"),
+        labels.append(dict(x=x, y=y, text=esc(show_token(n["text"])), showarrow=False,
+                           font=dict(size=label_size, color="white" if alpha > 0.55 else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
-                           hovertext=_hover(n), name=f"node-{i}", captureevents=i > 0)
+                           hovertext=_hover(n), name=f"node-{i}", captureevents=i > 0))
+    fig.update_layout(annotations=labels)
     fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b> ({kind})", showarrow=False,
                        font=dict(size=17, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
                        borderpad=4, hovertext=btxt, xshift=0)
@@ -129,7 +132,8 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                   if rec["cycle"] == 0 else
                   f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
                   f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)")
-    base_layout(fig, t, height=height or max(340, min(950, 150 + 50 * rows)),
+    row_px = 50 if rows <= 16 else 34                 # big trees: tighter rows, smaller labels
+    base_layout(fig, t, height=height or max(340, min(1700, 150 + row_px * rows)),
                 legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
                 hovermode="closest")
     fig.update_layout(margin=dict(l=20, r=20, t=85, b=50))
