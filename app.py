@@ -158,6 +158,12 @@ def session(state: dict) -> dict:
     return SESSIONS[state["sid"]]
 
 
+def drop_session(value):
+    """gr.State's delete callback: the browser session ended, forget its decoder."""
+    if isinstance(value, dict) and value.get("sid"):
+        SESSIONS.pop(value["sid"], None)
+
+
 def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total_tokens, max_new):
     from eagle_core.engine import DecodeConfig
 
@@ -200,10 +206,10 @@ def check_prompt(prompt) -> str:
 @gpu
 def advance(sid: str, n: int = 1) -> list:
     """Run up to n cycles of the session's decoder (the GPU work); returns their records as dicts."""
-    dec = SESSIONS[sid]["decoder"]
+    dec = SESSIONS.get(sid, {}).get("decoder")
     out = []
     for _ in range(n):
-        if dec.done:
+        if dec is None or dec.done:
             break
         out.append(dataclasses.asdict(dec.step()))
     return out
@@ -233,7 +239,7 @@ def ensure_decoder(state, prompt, shifted, cfg) -> str:
     if dec is not None and not dec.done and ent["key"] == key and state.get("source") == "live":
         return ""
     notice = ("Settings changed: started a new generation." if dec is not None and ent["key"] != key
-              and not dec.done else "")
+              and not dec.done else "Started a new generation." if dec is not None and dec.done else "")
     ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
     ent["key"] = key
     state.update(records=[], prompt=prompt, source="live")
@@ -306,7 +312,7 @@ def on_run(state, prompt, shifted, *cfg_args):
         ent["stop"].clear()
         dec = ent["decoder"]
         while not dec.done:
-            if ent["stop"].is_set():
+            if ent["stop"].is_set() or ent["decoder"] is not dec:   # Stop, or Reset meanwhile
                 yield render(state, status=status_line(state, "Stopped. Step or Run continues."))
                 return
             state["records"] = state["records"] + advance(state["sid"], 1)
@@ -459,9 +465,12 @@ def model_banner():
 # ----------------------------------------------------------------------------- layout
 def build_demo() -> gr.Blocks:
     st0 = initial_state()
-    r0 = render(dict(st0), status="")
+    recs0 = st0["records"]
+    # first paint: the recorded cycle that accepted most (the latest such), the text up to it
+    c0 = max(recs0, key=lambda r: (r["accept_length"], r["cycle"]))["cycle"] if recs0 else 0
+    r0 = render(dict(st0), cycle=c0, status="")
     with gr.Blocks(title="EAGLE Lens") as demo:
-        state = gr.State(st0)
+        state = gr.State(st0, delete_callback=drop_session)
         with gr.Row():
             gr.Markdown("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks "
                         "them all in **one** pass and keeps the longest agreeing path. "
@@ -502,10 +511,10 @@ def build_demo() -> gr.Blocks:
                         text = gr.HTML(r0[0])
                         cards = gr.HTML(r0[1])
                         n0 = len(st0["records"])
-                        cycle = gr.Slider(0, max(1, n0 - 1), value=max(0, n0 - 1), step=1,
+                        cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1,
                                           label="Cycle (go back to any earlier cycle)")
                         tree = gr.Plot(r0[3], label="Draft tree", elem_id="el-tree")
-                        last0 = st0["records"][-1] if n0 else None
+                        last0 = st0["records"][c0] if n0 else None
                         node = gr.Dropdown(label="Node to inspect (draft q vs target p)",
                                            choices=views.node_choices(last0), value=views.default_node(last0),
                                            interactive=True, allow_custom_value=True)
@@ -572,8 +581,8 @@ def build_demo() -> gr.Blocks:
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner")
-        demo.load(lambda s: render(s, status=model_banner()[0] if not MODEL.ready.is_set() else status_line(s)),
-                  [state], outs)
+        demo.load(lambda s: status_line(s) if MODEL.ready.is_set() else "", [state], [status],
+                  api_visibility="private")
     return demo
 
 

@@ -160,6 +160,19 @@ def test_stop_in_the_middle_of_a_run(client):
     assert not out[8].startswith("❌")
 
 
+def test_reset_during_a_run(client):
+    job = client.submit(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/run")
+    t0 = time.time()
+    while len(job.outputs()) < 2 and time.time() - t0 < 60:
+        time.sleep(0.05)
+    client.predict(api_name="/reset")
+    while not job.done() and time.time() - t0 < 90:
+        time.sleep(0.05)
+    assert "went wrong" not in str(job.outputs()[-1][8])
+    out = step(client)
+    assert "prefill" in plot(out[3])["layout"]["title"]["text"]
+
+
 def test_two_sessions_keep_their_own_state(url):
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     for _ in range(3):

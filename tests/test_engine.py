@@ -74,6 +74,20 @@ def test_greedy_identity_noisy_head_mixed_acceptance(oracle):
     assert len(lengths) >= 3, lengths
 
 
+def test_draft_vocabulary_keeps_greedy_identity(tiny_target, tiny_random_head):
+    """A draft LM head over the 2048 most frequent tokens: drafts stay inside it, output stays exact."""
+    from eagle_core.vocab import load_draft_vocab
+    vocab = load_draft_vocab(2048, tiny_target.tokenizer)
+    assert vocab is not None and vocab.numel() == 2048
+    allowed = set(vocab.tolist())
+    for ids in prompts(8, seed=6):
+        ref = run(tiny_target, None, ids, draft="vanilla", max_new_tokens=16)
+        for shape in SHAPES:
+            got = run(tiny_target, tiny_random_head, ids, max_new_tokens=16, draft_vocab=2048, **shape)
+            assert got.token_ids == ref.token_ids
+            assert all(n.token_id in allowed for c in got.cycles[1:] for n in c.nodes[1:])
+
+
 def test_unshifted_head_and_records(oracle):
     target, head = oracle
     unshifted = random_head(target, "unshifted")

@@ -69,14 +69,27 @@ def _build_tree(sampled, q_root, q_child, g, k1=3, k2=2):
     return tree
 
 
-@pytest.mark.parametrize("sampled", [True, False], ids=["sampled-children", "topk-children"])
-def test_accept_tree_two_levels_exact(sampled):
-    """Depth-2 trees: the first two emitted tokens (y1, y2) follow p(y1) p(y2 | y1) exactly."""
+def _restrict(q, allowed):
+    """q over a draft vocabulary: zero outside `allowed`, renormalised (what vocab.py's draft head gives)."""
+    q = q.clone()
+    q[[t for t in range(V) if t not in allowed]] = 0
+    return q / q.sum()
+
+
+@pytest.mark.parametrize("sampled,restricted", [(True, False), (False, False), (True, True)],
+                         ids=["sampled-children", "topk-children", "sampled-restricted-vocab"])
+def test_accept_tree_two_levels_exact(sampled, restricted):
+    """Depth-2 trees: the first two emitted tokens (y1, y2) follow p(y1) p(y2 | y1) exactly -- also when the
+    draft only knows part of the vocabulary (q = 0 elsewhere)."""
     g = torch.Generator().manual_seed(1)
     p_root = _dist(g)
     p_child = torch.stack([_dist(g) for _ in range(V)])    # target law of y2 given y1
     q_root = _dist(g, 1.0)
     q_child = torch.stack([_dist(g, 1.0) for _ in range(V)])
+    if restricted:
+        allowed = {0, 2, 3, 5}
+        q_root = _restrict(q_root, allowed)
+        q_child = torch.stack([_restrict(q, allowed) for q in q_child])
     n = 100_000
     counts = np.zeros((V, V))
     for _ in range(n):

@@ -31,19 +31,19 @@ def stats_html(records, upto: int | None = None) -> str:
     s = summary(recs)
     cards = [(str(len(r["new_tokens"])), f"new tokens in cycle {r['cycle']}"),
              (str(r["accept_length"]), "drafted tokens accepted"),
-             (f"{s['tau']:.2f}", "τ = tokens per target pass"),
+             (f"{s['tau']:.2f}", "τ: tokens per target pass"),
              (f"{s['tokens']} / {s['forwards']}", "tokens / target passes"),
              (f"{s['tokens_per_s']:.1f}", "tokens per second"),
-             (f"{1000 * (r['draft_seconds']):.0f} + {1000 * r['verify_seconds']:.0f} ms", "draft + verify, this cycle")]
+             (f"{1000 * (r['draft_seconds']):.0f}+{1000 * r['verify_seconds']:.0f} ms", "draft + verify time")]
     return "<div class='el-cards'>" + "".join(
         f"<div class='el-card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for v, k in cards) + "</div>"
 
 
 CSS = """
-.el-cards {display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0;}
-.el-card {flex: 1 1 140px; background: #f5f7fb; border: 1px solid #dde3ee; border-radius: 10px; padding: 8px 12px;}
-.el-card b {display: block; font-size: 26px; color: #1c2b5a;}
-.el-card span {font-size: 14px; color: #444;}
+.el-cards {display: flex; flex-wrap: wrap; gap: 8px; margin: 2px 0;}
+.el-card {flex: 1 1 110px; background: #f5f7fb; border: 1px solid #dde3ee; border-radius: 10px; padding: 5px 10px;}
+.el-card b {display: block; font-size: 22px; color: #1c2b5a; white-space: nowrap;}
+.el-card span {font-size: 13.5px; color: #444; line-height: 1.2; display: block;}
 """
 
 

@@ -10,7 +10,7 @@ LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed t
           "(outlined: the cycle shown)</div>")
 
 CSS = """
-.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 340px; overflow-y: auto;
+.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 250px; overflow-y: auto;
           font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;}
 .el-tok {border-radius: 3px; padding: 2px 0px; color: #111;}
 .el-draft {}
