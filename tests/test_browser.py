@@ -67,6 +67,10 @@ def test_run_in_browser(server):
         # wait for the live model, then Run
         page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
         page.fill("textarea", "How can I learn Python?")
+        box = page.locator("input[type=number][aria-label*='Max new tokens']")   # keep the run short
+        if box.count():
+            box.first.fill("16")
+            box.first.press("Enter")
         page.locator("#el-run").click()
         page.wait_for_function("() => document.body.innerText.includes('Generation finished')", timeout=90000)
         title = page.locator("#el-tree .gtitle").first.text_content()
