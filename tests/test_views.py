@@ -158,3 +158,20 @@ def test_ambiguity_views():
 def test_show_token():
     assert show_token(" I") == "␣I" and show_token("\n") == "↵" and show_token("") == "∅"
     assert len(show_token("x" * 40)) == 14
+
+
+def test_walkthrough_steps_and_figures():
+    from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure
+    assert 6 <= len(STEPS) <= 8
+    for i, st in enumerate(STEPS):
+        sentences = [s for s in st["text"].replace("...", "…").split(". ") if s.strip()]
+        assert 2 <= len(sentences) <= 5, st["title"]
+        assert step_markdown(i).startswith("## ")
+        assert {"prompt", "temperature", "shape"} <= set(step_settings(i))
+    recs = [dataclasses.asdict(r) for r in (prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus"))]
+    views_by_step = {st["view"] for st in STEPS}
+    assert views_by_step == {"race", "tree", "mask", "probs", "ambiguity"}
+    for i, st in enumerate(STEPS):
+        fig = walk_figure(i, recs, recs, None)
+        fig.to_json()
+    assert step_settings(5)["shape"] == "Chain" and step_settings(6)["temperature"] > 0
