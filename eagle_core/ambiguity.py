@@ -56,9 +56,10 @@ class AmbiguityRecord:
     branches: list[Branch]
     unshifted_xy: list[float]             # the single prediction from (f_I, e(I))
     last_xy: list[float]                  # the feature f_I itself
-    explained_variance: list[float]       # of the two PCA axes
+    explained_variance: list[float]       # of the two PCA axes (over the features the axes were fitted on)
     mean_dist_shifted: float
     mean_dist_unshifted: float
+    pca_fit: str = "real branch features"
     note: str = ""
 
     def to_dict(self) -> dict:
@@ -127,13 +128,16 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     sh_next = torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1)
     un_next = torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0]
     f_last = feats[0, -1].float()
-    # 2-D PCA over every feature shown
+    # 2-D PCA: axes fitted on the real branch features (the plane in which the branches differ), every feature
+    # projected onto it; with fewer than 3 branches the plane is fitted on all the features shown
     allf = torch.cat([real, sh, un, f_last[None]], 0)
-    mu = allf.mean(0, keepdim=True)
-    _, s, v = torch.linalg.svd(allf - mu, full_matrices=False)
+    B = len(branch_ids)
+    fit = real if B >= 3 else allf
+    mu = fit.mean(0, keepdim=True)
+    _, s, v = torch.linalg.svd(fit - mu, full_matrices=False)
     proj = ((allf - mu) @ v[:2].T).tolist()
     var = (s ** 2) / (s ** 2).sum().clamp_min(1e-12)
-    B = len(branch_ids)
+    var = torch.cat([var, var.new_zeros(2)])[:2]
     text = target.token_text
     branches = []
     for b in range(B):
@@ -160,5 +164,6 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
+        pca_fit="real branch features" if B >= 3 else "all features shown",
         mean_dist_shifted=sum(b.dist_shifted for b in branches) / B,
         mean_dist_unshifted=sum(b.dist_unshifted for b in branches) / B)

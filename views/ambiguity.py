@@ -52,7 +52,9 @@ def ambiguity_figure(rec, height: int = 560) -> go.Figure:
     base_layout(fig, f"Mean distance to the real feature:<br>shifted {rec['mean_dist_shifted']:.1f} · "
                      f"unshifted {rec['mean_dist_unshifted']:.1f}",
                 height=height, legend=dict(orientation="v", y=-0.12, x=0, yanchor="top", font=dict(size=13)))
-    fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of variance)", gridcolor="#eee", zeroline=False)
+    fit = rec.get("pca_fit", "the features shown")
+    fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of the variance of the {fit})", gridcolor="#eee",
+                     zeroline=False)
     fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x")
     fig.update_layout(margin=dict(l=60, r=20, t=80, b=20), height=height + 30 * len(rec["branches"]))
     return fig
