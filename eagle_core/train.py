@@ -276,13 +276,16 @@ def ce_vocabulary(seqs, k: int, vocab_size: int) -> tuple[torch.Tensor, float]:
 
 
 # ---------------------------------------------------------------------------------------------- training
-def _lr_lambda(cfg: TrainConfig, total_steps: int):
-    def f(step):
-        if step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        p = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
-        return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p))
-    return f
+def lr_factor(cfg: TrainConfig, step: int, total_steps: int, train_s: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to min_lr_ratio. The decay follows the further of step progress and,
+    with --max-minutes, time progress: a time-capped run still ends with a decayed learning rate."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    p = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+    if cfg.max_minutes:
+        p = max(p, train_s / (cfg.max_minutes * 60))
+    p = min(1.0, p)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p))
 
 
 def _fmt(metrics: dict) -> str:
@@ -351,7 +354,6 @@ def train(cfg: TrainConfig, target=None) -> dict:
     batches = plan_batches(train_seqs, cfg.batch_tokens)
     steps_per_epoch = math.ceil(len(batches) / acc.num_processes)
     total_steps = steps_per_epoch * cfg.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg, total_steps))
     head, opt = acc.prepare(head, opt)
 
     state = {"epoch": 0, "batch": 0, "step": 0, "train_s": 0.0, "tokens_seen": 0, "history": []}
@@ -362,15 +364,13 @@ def train(cfg: TrainConfig, target=None) -> dict:
             raise SystemExit(f"{ckpt_path} belongs to another run (shift/conversations differ); use --run-dir")
         acc.unwrap_model(head).load_state_dict(ck["head"])
         opt.load_state_dict(ck["opt"])
-        sched.load_state_dict(ck["sched"])
         state = ck["state"]
         log(f"resumed from {ckpt_path}: epoch {state['epoch']} batch {state['batch']} step {state['step']}")
 
     def save_ckpt():
         if main:
             os.makedirs(cfg.run_dir, exist_ok=True)
-            torch.save({"head": acc.unwrap_model(head).state_dict(), "opt": opt.state_dict(),
-                        "sched": sched.state_dict(), "state": state, "config": dataclasses.asdict(cfg)},
+            torch.save({"head": acc.unwrap_model(head).state_dict(), "opt": opt.state_dict(), "state": state, "config": dataclasses.asdict(cfg)},
                        ckpt_path + ".tmp")
             os.replace(ckpt_path + ".tmp", ckpt_path)
 
@@ -394,13 +394,15 @@ def train(cfg: TrainConfig, target=None) -> dict:
         t0, tok0 = time.time(), 0
         for ids, feats, mask in loader:
             t_step = time.time()
+            lr = cfg.lr * lr_factor(cfg, state["step"], total_steps, state["train_s"])
+            for g in opt.param_groups:
+                g["lr"] = lr
             with acc.autocast():
                 loss, vloss, ploss, npos = head_loss(head, frozen, ids, feats, mask, cfg.shift, cfg.noise, cfg.p_weight)
             acc.backward(loss)
             if cfg.clip:
                 acc.clip_grad_norm_(head.parameters(), cfg.clip)
             opt.step()
-            sched.step()
             opt.zero_grad(set_to_none=True)
             state["step"] += 1
             state["batch"] += 1
@@ -409,10 +411,10 @@ def train(cfg: TrainConfig, target=None) -> dict:
             tok0 += ids.numel()
             bar.update(1)
             bar.set_postfix_str(f"loss {loss.item():.3f} feat {vloss.item():.3f} ce {ploss.item():.2f} "
-                                f"lr {sched.get_last_lr()[0]:.1e} tok/s {tok0 * acc.num_processes / (time.time() - t0):.0f}")
+                                f"lr {lr:.1e} tok/s {tok0 * acc.num_processes / (time.time() - t0):.0f}")
             if state["step"] % 20 == 0:
                 log(f"step {state['step']} ep {ep + 1} loss {loss.item():.4f} feat {vloss.item():.4f} "
-                    f"ce {ploss.item():.3f} lr {sched.get_last_lr()[0]:.2e} "
+                    f"ce {ploss.item():.3f} lr {lr:.2e} "
                     f"tok/s {tok0 * acc.num_processes / (time.time() - t0):.0f}")
             if time.time() - t_last_ckpt > cfg.ckpt_minutes * 60:
                 save_ckpt()
