@@ -456,7 +456,9 @@ def train(cfg: TrainConfig, target=None) -> dict:
                  "heldout_eval_sequences": len(held_store.seqs), "heldout_eval_tokens": held_store.tokens,
                  "features": "target final-norm hidden states, fp16 on disk"
                              + (", CPU bf16 autocast pass" if metas["train"].get("autocast_bf16") else ""),
-                 "extract_tokens_per_s": metas["train"].get("extract_tokens_per_s_this_run")},
+                 "extract_tokens_per_s": metas["train"].get("extract_tokens_per_s_this_run"),
+                 "extract_wall_s": metas["train"].get("extract_wall_s_this_run"),
+                 "feature_shards": {k: v for k, v in metas.items()}},
         "recipe": {"loss": f"SmoothL1(f_hat, f) + {cfg.p_weight} * soft-target CE(lm(f) || lm(f_hat)), assistant tokens",
                    "ce_vocabulary": (f"top {len(vocab_ids)} assistant tokens by count "
                                      f"(covering {coverage:.4f} of assistant tokens); drafting uses the full LM head"
