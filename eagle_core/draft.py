@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .sampling import gumbel_topk, warp_logits
 
@@ -113,15 +114,30 @@ class DraftSpec:
         return max((len(c) for c in ch), default=0)
 
 
+def draft_lm_head(target, draft_vocab: torch.Tensor | None):
+    """(vocab ids or None, weight, bias) of the draft LM head; the row subset is cached on the target."""
+    lm = target.lm_head
+    if draft_vocab is None:
+        return None, lm.weight, lm.bias
+    cache = target.__dict__.setdefault("_draft_lm_cache", {})
+    key = (int(draft_vocab.numel()), int(draft_vocab[:64].sum()))
+    if key not in cache:
+        ids = draft_vocab.to(lm.weight.device)
+        cache[key] = (ids, lm.weight[ids].contiguous(), None if lm.bias is None else lm.bias[ids].contiguous())
+    return cache[key]
+
+
 class Drafter:
     """Runs the head over committed entries and grows one tree per cycle."""
 
-    def __init__(self, head, target, spec: DraftSpec, max_len: int):
+    def __init__(self, head, target, spec: DraftSpec, max_len: int, draft_vocab: torch.Tensor | None = None):
         self.head, self.target, self.spec = head, target, spec
         self.cache = head.new_cache(max_len + spec.max_nodes + 8)
         self.shifted = head.shift == "shifted"
         self.embed = target.embed_tokens
-        self.lm_head = target.lm_head
+        self.vocab_size = target.vocab_size
+        # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py)
+        self.vocab_ids, self.lm_w, self.lm_b = draft_lm_head(target, draft_vocab)
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())
@@ -186,7 +202,10 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            logp = warp(self.lm_head(frontier_feats)[0])          # [F, V] draft log-probs at frontier nodes
+            logp = warp(F.linear(frontier_feats[0], self.lm_w, self.lm_b))   # [F, K] draft log-probs
+            if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
+                logp = logp.new_full((logp.shape[0], self.vocab_size), float("-inf")).index_copy_(
+                    1, self.vocab_ids, logp)
             for i, v in enumerate(frontier):
                 tree.dists[v] = logp[i]
             # --- choose children of every frontier node

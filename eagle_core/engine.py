@@ -22,6 +22,7 @@ from .draft import TREE_PRESETS, Drafter, DraftSpec, DraftTree
 from .records import ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
 from .sampling import sample, warp_logits
 from .verify import accept_tree
+from .vocab import load_draft_vocab
 
 
 @dataclass
@@ -37,6 +38,7 @@ class DecodeConfig:
     max_new_tokens: int = 128
     seed: int = 0
     record_topk: int = 5             # per-node distributions kept in the records (0 = lean records)
+    draft_vocab: int = 0             # draft LM head over the K most frequent tokens (0 = full vocabulary)
 
     def spec(self) -> DraftSpec:
         if self.draft not in ("chain", "static", "dynamic", "vanilla"):
@@ -107,7 +109,8 @@ class EagleDecoder:
         self.gen.manual_seed(cfg.seed)
         self.cache = DynamicCache()
         max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
-        self.drafter = Drafter(head, target, self.spec, max_len) if head is not None else None
+        vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
+        self.drafter = Drafter(head, target, self.spec, max_len, vocab) if head is not None else None
         if self.drafter is None and self.spec.kind != "vanilla":
             raise ValueError("EAGLE drafting needs a head")
         self.pending_feats = None          # true features not yet given to the head
@@ -163,7 +166,7 @@ class EagleDecoder:
         t0 = time.perf_counter()
         dev = self.target.device
         ids = torch.tensor([self.prompt_ids], device=dev)
-        logits, feats = self.target.forward(ids, past_key_values=self.cache)
+        logits, feats = self.target.forward(ids, past_key_values=self.cache, logits="last")
         self.target_forwards += 1
         p = self._target_probs(logits[0, -1])
         tok = int(p.argmax()) if self.cfg.temperature == 0 else sample(p, self.gen)

@@ -90,15 +90,18 @@ class Target:
 
     @torch.inference_mode()
     def forward(self, input_ids, position_ids=None, past_key_values=None, attention_mask=None,
-                logits: bool = True):
-        """One target pass. Returns (logits or None, features) for every input position.
+                logits: bool | str = True):
+        """One target pass. Returns (logits, features) for every input position.
 
         features = the last hidden state after the final norm (the LM head's input).
+        logits: True for every position, "last" for the last one only (a prefill), False for none.
         """
         out = self.model.model(input_ids=input_ids, position_ids=position_ids,
                                cache=past_key_values, attention_mask=attention_mask,
                                use_cache=past_key_values is not None)
         feats = out.last_hidden_state
+        if logits == "last":
+            return self.lm_head(feats[:, -1:]), feats
         return (self.lm_head(feats) if logits else None), feats
 
     def render_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:
