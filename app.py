@@ -30,8 +30,14 @@ try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
     gpu = spaces.GPU(duration=120)
 except ImportError:
+    spaces = None
+
     def gpu(fn):
         return fn
+# ZeroGPU runs each @spaces.GPU call in a forked worker, so a decoder stepped there does not keep its state
+# between calls: there (or with EAGLE_LENS_PRECOMPUTE=1) a generation is decoded in one GPU call and its
+# recorded cycles are revealed one per Step / streamed by Run.
+PRECOMPUTE = os.environ.get("EAGLE_LENS_PRECOMPUTE", "1" if (spaces and os.environ.get("SPACES_ZERO_GPU")) else "0") == "1"
 
 log = logging.getLogger("eagle_lens")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -203,16 +209,39 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
-@gpu
-def advance(sid: str, n: int = 1) -> list:
-    """Run up to n cycles of the session's decoder (the GPU work); returns their records as dicts."""
+class Replay:
+    """A generation decoded in one go (PRECOMPUTE), revealed cycle by cycle like a live decoder."""
+
+    def __init__(self, records: list):
+        self.records, self.next = records, 0
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.records)
+
+    def step(self) -> dict:
+        self.next += 1
+        return self.records[self.next - 1]
+
+
+def _advance(sid: str, n: int = 1) -> list:
     dec = SESSIONS.get(sid, {}).get("decoder")
     out = []
     for _ in range(n):
         if dec is None or dec.done:
             break
-        out.append(dataclasses.asdict(dec.step()))
+        rec = dec.step()
+        out.append(rec if isinstance(rec, dict) else dataclasses.asdict(rec))
     return out
+
+
+gpu_advance = gpu(_advance)
+
+
+def advance(sid: str, n: int = 1) -> list:
+    """Up to n cycles of the session's decoder as record dicts (the GPU work, unless replayed)."""
+    dec = SESSIONS.get(sid, {}).get("decoder")
+    return _advance(sid, n) if isinstance(dec, Replay) else gpu_advance(sid, n)
 
 
 @gpu
@@ -240,7 +269,10 @@ def ensure_decoder(state, prompt, shifted, cfg) -> str:
         return ""
     notice = ("Settings changed: started a new generation." if dec is not None and ent["key"] != key
               and not dec.done else "Started a new generation." if dec is not None and dec.done else "")
-    ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
+    if PRECOMPUTE:
+        ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
+    else:
+        ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
     ent["key"] = key
     state.update(records=[], prompt=prompt, source="live")
     return notice
@@ -281,6 +313,12 @@ def status_line(state, extra="") -> str:
     return "  \n".join(parts)
 
 
+def brief(exc) -> str:
+    """One line about an unexpected error for the page (the trace goes to the server log only)."""
+    msg = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
 def fail_outputs(state, msg, n=N_RENDER, status_index=8, state_index=9):
     out = [gr.update()] * n
     out[status_index] = f"❌ {msg}"
@@ -301,7 +339,7 @@ def on_step(state, prompt, shifted, *cfg_args):
         return fail_outputs(state, str(exc))
     except Exception as exc:
         traceback.print_exc()
-        return fail_outputs(state, f"Something went wrong ({type(exc).__name__}); press Reset and try again.")
+        return fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
 
 
 def on_run(state, prompt, shifted, *cfg_args):
@@ -321,7 +359,7 @@ def on_run(state, prompt, shifted, *cfg_args):
         yield fail_outputs(state, str(exc))
     except Exception as exc:
         traceback.print_exc()
-        yield fail_outputs(state, f"Something went wrong ({type(exc).__name__}); press Reset and try again.")
+        yield fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
 
 
 def on_stop(state):
@@ -375,7 +413,7 @@ def on_race(state, prompt, shifted, *cfg_args):
         return gr.update(), f"❌ {exc}", state
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), f"❌ Race failed ({type(exc).__name__}).", state
+        return gr.update(), f"❌ Race failed ({brief(exc)}).", state
 
 
 @gpu
@@ -407,7 +445,7 @@ def on_ambiguity(prefix, branches):
         return gr.update(), gr.update(), gr.update(), f"❌ {exc}"
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), gr.update(), gr.update(), f"❌ Could not compute ({type(exc).__name__})."
+        return gr.update(), gr.update(), gr.update(), f"❌ Could not compute ({brief(exc)})."
 
 
 # ----------------------------------------------------------------------------- walkthrough
@@ -439,7 +477,7 @@ def on_walk_live(i):
         return gr.update(), f"❌ {exc}"
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), f"❌ Failed ({type(exc).__name__})."
+        return gr.update(), f"❌ Failed ({brief(exc)})."
 
 
 def on_walk_apply(i):
