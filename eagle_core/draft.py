@@ -114,30 +114,48 @@ class DraftSpec:
         return max((len(c) for c in ch), default=0)
 
 
-def draft_lm_head(target, draft_vocab: torch.Tensor | None):
-    """(vocab ids or None, weight, bias) of the draft LM head; the row subset is cached on the target."""
+def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
+    """(vocab ids or None, weight, bias) of the draft LM head; row subsets / casts are cached on the target."""
     lm = target.lm_head
-    if draft_vocab is None:
+    if draft_vocab is None and dtype == lm.weight.dtype:
         return None, lm.weight, lm.bias
     cache = target.__dict__.setdefault("_draft_lm_cache", {})
-    key = (int(draft_vocab.numel()), int(draft_vocab[:64].sum()))
+    key = (None if draft_vocab is None else (int(draft_vocab.numel()), int(draft_vocab[:64].sum())), dtype)
     if key not in cache:
-        ids = draft_vocab.to(lm.weight.device)
-        cache[key] = (ids, lm.weight[ids].contiguous(), None if lm.bias is None else lm.bias[ids].contiguous())
+        ids = None if draft_vocab is None else draft_vocab.to(lm.weight.device)
+        w = lm.weight if ids is None else lm.weight[ids]
+        b = lm.bias if (lm.bias is None or ids is None) else lm.bias[ids]
+        cache[key] = (ids, w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous())
     return cache[key]
+
+
+def head_in_dtype(head, dtype: torch.dtype):
+    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
+    if head.fc.weight.dtype == dtype:
+        return head
+    copies = head.__dict__.setdefault("_dtype_copies", {})
+    if dtype not in copies:
+        import copy
+        clone = copy.deepcopy(head)
+        clone.__dict__.pop("_dtype_copies", None)
+        copies[dtype] = clone.to(dtype)
+    return copies[dtype]
 
 
 class Drafter:
     """Runs the head over committed entries and grows one tree per cycle."""
 
-    def __init__(self, head, target, spec: DraftSpec, max_len: int, draft_vocab: torch.Tensor | None = None):
+    def __init__(self, head, target, spec: DraftSpec, max_len: int, draft_vocab: torch.Tensor | None = None,
+                 dtype: torch.dtype | None = None):
+        self.dtype = dtype or head.fc.weight.dtype
+        head = head_in_dtype(head, self.dtype)
         self.head, self.target, self.spec = head, target, spec
         self.cache = head.new_cache(max_len + spec.max_nodes + 8)
         self.shifted = head.shift == "shifted"
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size
-        # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py)
-        self.vocab_ids, self.lm_w, self.lm_b = draft_lm_head(target, draft_vocab)
+        # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
+        self.vocab_ids, self.lm_w, self.lm_b = draft_lm_head(target, draft_vocab, self.dtype)
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())
@@ -148,16 +166,16 @@ class Drafter:
         n = feats.shape[1]
         L = self.cache.length
         if visible_tree is None:  # committed entries: see everything cached + causal among themselves
-            mask = torch.zeros(n, L + n, device=dev, dtype=feats.dtype)
-            mask[:, L:] = torch.full((n, n), self.neg, device=dev, dtype=feats.dtype).triu(1)
+            mask = torch.zeros(n, L + n, device=dev, dtype=self.dtype)
+            mask[:, L:] = torch.full((n, n), self.neg, device=dev, dtype=self.dtype).triu(1)
         else:
             base = self.committed
-            mask = torch.full((n, L + n), self.neg, device=dev, dtype=feats.dtype)
+            mask = torch.full((n, L + n), self.neg, device=dev, dtype=self.dtype)
             mask[:, :base] = 0
             mask[:, base:].masked_fill_(visible_tree.to(dev), 0)
         ids = torch.tensor([tokens], device=dev)
         pos = torch.tensor([positions], device=dev)
-        return self.head(feats, self.embed(ids), pos, self.cache, mask[None, None])
+        return self.head(feats.to(self.dtype), self.embed(ids).to(self.dtype), pos, self.cache, mask[None, None])
 
     # ------------------------------------------------------------------ committed entries
     def catch_up(self, feats: torch.Tensor, all_tokens: list[int]):
@@ -202,7 +220,7 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            logp = warp(F.linear(frontier_feats[0], self.lm_w, self.lm_b))   # [F, K] draft log-probs
+            logp = warp(F.linear(frontier_feats[0], self.lm_w, self.lm_b).float())   # [F, K] draft log-probs
             if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
                 logp = logp.new_full((logp.shape[0], self.vocab_size), float("-inf")).index_copy_(
                     1, self.vocab_ids, logp)

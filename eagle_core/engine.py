@@ -21,6 +21,7 @@ from transformers import DynamicCache
 from .draft import TREE_PRESETS, Drafter, DraftSpec, DraftTree
 from .records import ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
 from .sampling import sample, warp_logits
+from .target import pick_dtype
 from .verify import accept_tree
 from .vocab import load_draft_vocab
 
@@ -39,6 +40,7 @@ class DecodeConfig:
     seed: int = 0
     record_topk: int = 5             # per-node distributions kept in the records (0 = lean records)
     draft_vocab: int = 0             # draft LM head over the K most frequent tokens (0 = full vocabulary)
+    draft_dtype: str = ""            # "" = the target's; "bfloat16" halves the draft's weight reads on a CPU
 
     def spec(self) -> DraftSpec:
         if self.draft not in ("chain", "static", "dynamic", "vanilla"):
@@ -110,7 +112,8 @@ class EagleDecoder:
         self.cache = DynamicCache()
         max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
         vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
-        self.drafter = Drafter(head, target, self.spec, max_len, vocab) if head is not None else None
+        ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
+        self.drafter = Drafter(head, target, self.spec, max_len, vocab, ddt) if head is not None else None
         if self.drafter is None and self.spec.kind != "vanilla":
             raise ValueError("EAGLE drafting needs a head")
         self.pending_feats = None          # true features not yet given to the head
