@@ -292,8 +292,12 @@ def render(state, cycle=None, node=None, status=""):
         e = views.common.empty_figure("Press Step or Run to start")
         return (views.text_html([]), views.stats_html([]), slider, e, gr.update(choices=[], value=None), e, e,
                 views.stats_figure([]), status, state)
-    src = ("<b>Recorded example</b> (from the real model, shown until you press Step or Run)."
-           if state.get("source") == "trace" else "")
+    src = ""
+    if state.get("source") == "trace":
+        t = TRACE or {}
+        src = (f"<b>Recorded example</b> (from the real model: {views.common.esc(str(t.get('target')))}, head "
+               f"{views.common.esc(str(t.get('head')))}, {views.common.esc(str(t.get('recorded')))}; "
+               "shown until you press Step or Run).")
     return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
             (f"<div class='el-note'>{src}</div>" if src else ""),
             views.stats_html(recs, upto=cyc), slider, views.tree_figure(rec), gr.update(choices=choices, value=node),

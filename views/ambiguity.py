@@ -51,7 +51,7 @@ def ambiguity_figure(rec, height: int = 560) -> go.Figure:
     ev = rec["explained_variance"]
     base_layout(fig, f"Mean distance to the real feature:<br>shifted {rec['mean_dist_shifted']:.1f} · "
                      f"unshifted {rec['mean_dist_unshifted']:.1f}",
-                height=height, legend=dict(orientation="v", y=-0.12, x=0, yanchor="top", font=dict(size=13)))
+                height=height, legend=dict(orientation="v", y=-0.17, x=0, yanchor="top", font=dict(size=13)))
     fit = rec.get("pca_fit", "the features shown")
     fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of the variance of the {fit})", gridcolor="#eee",
                      zeroline=False)
