@@ -352,6 +352,7 @@ def on_run(state, prompt, shifted, *cfg_args):
         notice = ensure_decoder(state, prompt, shifted, cfg)
         ent = SESSIONS[state["sid"]]
         ent["stop"].clear()
+        ent["running"] = True
         dec = ent["decoder"]
         while not dec.done:
             if ent["stop"].is_set() or ent["decoder"] is not dec:   # Stop, or Reset meanwhile
@@ -359,16 +360,21 @@ def on_run(state, prompt, shifted, *cfg_args):
                 return
             state["records"] = state["records"] + advance(state["sid"], 1)
             yield render(state, status=status_line(state, notice if dec.done else (notice or "Running…")))
+    except GeneratorExit:   # the page went away mid-run
+        raise
     except (UserError, ValueError) as exc:
         yield fail_outputs(state, str(exc))
     except Exception as exc:
         traceback.print_exc()
         yield fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
+    finally:
+        if state.get("sid") in SESSIONS:
+            SESSIONS[state["sid"]]["running"] = False
 
 
 def on_stop(state):
     ent = SESSIONS.get(state.get("sid") or "")
-    if ent is None or ent["decoder"] is None:
+    if ent is None or not ent.get("running"):
         return "Nothing is running."
     ent["stop"].set()
     return "Stopping after this cycle…"
