@@ -114,7 +114,8 @@ def tiny_report(tiny_target, tiny_random_head, tmp_path_factory):
     from eagle_core.engine import DecodeConfig
     base = DecodeConfig(draft="static", tree="cpu-8", depth=3, top_k=4, total_tokens=8)
     return bench.run_bench(tiny_target, bench.load_prompts(str(p)), ALL_METHODS, heads, base_cfg=base,
-                           max_new_tokens=8, temperature=0.0, progress=False, prompt_lookup=3)
+                           max_new_tokens=8, temperature=0.0, progress=False, prompt_lookup=3,
+                           warmup=False)
 
 
 def test_tiny_run_every_method(tiny_report):
@@ -158,7 +159,7 @@ def test_table_and_plot(tiny_report, tmp_path):
 def test_sampling_run_has_no_mismatch_counts(tiny_target, tiny_random_head):
     prompts = [{"id": "a", "prompt": "Hi there", "category": "x"}]
     r = bench.run_bench(tiny_target, prompts, ["hf-greedy", "vanilla", "eagle-chain"], {"shifted": tiny_random_head},
-                        max_new_tokens=4, temperature=0.8, top_p=0.9, progress=False, warmup=False)
+                        max_new_tokens=4, temperature=0.8, top_p=0.9, progress=False, warmup=True)
     assert r["methods"]["vanilla"]["mismatches"] is None
     assert r["methods"]["eagle-chain"]["n_prompts"] == 1
 

