@@ -249,10 +249,21 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
     """A whole generation, timed by the engine (the Race and the walkthrough)."""
     from eagle_core.engine import EagleDecoder
     target, heads = MODEL.require()
-    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    dec = widen_head_cache(EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg,
+                                        target.render_prompt(prompt)))
     while not dec.done:
         dec.step()
     return [dataclasses.asdict(c) for c in dec.cycles]
+
+
+def widen_head_cache(dec):
+    """Workaround (until the engine sizes it so): a dynamic tree appends up to top_k * (depth - 1) head entries
+    while drafting, more than the drafter's cache leaves room for near the end of a long generation."""
+    d = getattr(dec, "drafter", None)
+    if d is not None and dec.cfg.draft == "dynamic" and hasattr(d, "cache") and hasattr(d.head, "new_cache"):
+        need = d.cache.k.shape[2] + dec.cfg.top_k * dec.cfg.depth
+        d.cache = d.head.new_cache(need)
+    return dec
 
 
 def ensure_decoder(state, prompt, shifted, cfg) -> str:
@@ -272,7 +283,7 @@ def ensure_decoder(state, prompt, shifted, cfg) -> str:
     if PRECOMPUTE:
         ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
     else:
-        ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
+        ent["decoder"] = widen_head_cache(EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt)))
     ent["key"] = key
     state.update(records=[], prompt=prompt, source="live")
     return notice

@@ -106,6 +106,13 @@ def test_toggles_chain_dynamic_unshifted_sampling(client):
     assert "min(1, p/q)" in json.dumps(plot(out[5])["layout"]["annotations"])
 
 
+def test_dynamic_tree_runs_to_the_end(client):
+    job = client.submit(PROMPT, False, *cfg(tree_kind="dynamic (EAGLE-2)", depth=5, top_k=6, total=10, max_new=12),
+                        api_name="/run")
+    final = list(job)[-1]
+    assert "finished" in final[8] and "went wrong" not in final[8]
+
+
 def test_settings_change_starts_new_generation(client):
     step(client)
     step(client)
