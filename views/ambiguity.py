@@ -99,6 +99,15 @@ def ambiguity_html(rec) -> str:
         f"<td>{b['cos_shifted']:.2f}</td><td>{b['cos_unshifted']:.2f}</td></tr>" for b in rec["branches"])
     toks = " · ".join(esc(show_token(t)) for t in rec["prefix_tokens"])
     note = f"<p class='el-note'>{esc(rec['note'])}</p>" if rec.get("note") else ""
+    ds, du = rec["mean_dist_shifted"], rec["mean_dist_unshifted"]
+    if ds < 0.9 * du:
+        verdict = (f"<p><b>Knowing the sampled token helps:</b> the shifted head's predictions are on average "
+                   f"{du / max(ds, 1e-9):.1f}× closer to the real branch features than the unshifted head's single "
+                   f"guess ({ds:.2f} vs {du:.2f}).</p>")
+    else:
+        verdict = (f"<p>Here the shifted head is not clearly closer ({ds:.2f} vs {du:.2f}); "
+                   f"with an untrained (random) head neither prediction means anything.</p>")
+    note = verdict + note
     return (f"{note}<p>Prefix tokens: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
             f"unshifted <code>{esc(rec['unshifted_head'])}</code>.</p>"
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
