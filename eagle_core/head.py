@@ -187,11 +187,17 @@ def _resolve_folder(path: str) -> str:
         return path
     if os.path.exists(path):
         raise HeadLoadError(f"head path {path!r} is a file; give the folder with config.json")
-    if path.count("/") == 1 and not path.startswith((".", "/")):
+    if path.count("/") == 1 and not path.startswith((".", "/", "~")):
+        from .target import hub_reachable
+        online = hub_reachable()
         try:
             from huggingface_hub import snapshot_download
-            return snapshot_download(path, allow_patterns=["config.json", "*.safetensors", "*.bin"])
+            return snapshot_download(path, allow_patterns=["config.json", "*.safetensors", "*.bin"],
+                                     local_files_only=not online)
         except Exception as exc:
+            if not online:
+                raise HeadLoadError(f"head {path!r} is not in the local hub cache and the hub is not "
+                                    f"reachable from here") from None
             raise HeadLoadError(f"cannot fetch head {path!r}: {str(exc).splitlines()[0][:200]}") from None
     raise HeadLoadError(f"head {path!r} not found (a folder with config.json, or a hub id)")
 

@@ -55,6 +55,20 @@ def embedded_gguf_dir() -> str:
     return folder
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick check before asking the hub for a model id (its client retries for ~30 s when offline)."""
+    import socket
+    from urllib.parse import urlparse
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 @dataclass
 class Target:
     model: torch.nn.Module
@@ -156,17 +170,23 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
             name = EMBEDDED_TARGET
         else:
             src = name
+            if not os.path.isdir(src):
+                if os.path.exists(src) or src.startswith((".", "/", "~")):
+                    raise TargetLoadError(f"cannot load target {name!r}: not a model folder")
+                if not hub_reachable():   # offline: only what the local hub cache already holds
+                    kwargs["local_files_only"] = True
         try:
-            cfg = AutoConfig.from_pretrained(src, trust_remote_code=False,
-                                             **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+            extra = {k: kwargs[k] for k in ("gguf_file", "local_files_only") if k in kwargs}
+            cfg = AutoConfig.from_pretrained(src, trust_remote_code=False, **extra)
         except Exception as exc:  # unknown id, no network, not a model folder
-            raise TargetLoadError(f"cannot load target {name!r}: {str(exc).splitlines()[0][:300]}") from None
+            hint = " (the hub is not reachable from here)" if kwargs.get("local_files_only") else ""
+            raise TargetLoadError(f"cannot load target {name!r}{hint}: "
+                                  f"{str(exc).splitlines()[0][:300]}") from None
         if cfg.model_type not in SUPPORTED_MODEL_TYPES:
             raise TargetLoadError(f"target {name!r} is a {cfg.model_type!r} model; EAGLE Lens supports "
                                   f"Llama-family targets ({', '.join(sorted(SUPPORTED_MODEL_TYPES))})")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=False,
-                                                      **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+            tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=False, **extra)
             model = AutoModelForCausalLM.from_pretrained(src, **kwargs)
         except Exception as exc:
             raise TargetLoadError(f"cannot load target {name!r}: {str(exc).splitlines()[0][:300]}") from None
