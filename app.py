@@ -517,7 +517,7 @@ def on_walk_live(i):
 def on_walk_apply(i):
     s = step_settings(int(i))
     return (s["prompt"], s["temperature"], s["top_p"], s["seed"], s["shifted"], s["shape"], s["tree_kind"],
-            s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
+            s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"], gr.Tabs(selected="lens"))
 
 
 def model_banner():
@@ -554,7 +554,7 @@ def build_demo() -> gr.Blocks:
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
         banner = gr.Markdown(model_banner()[0])
         timer = gr.Timer(1.0)
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Lens", id="lens"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=300):
@@ -649,7 +649,7 @@ def build_demo() -> gr.Blocks:
         walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
         walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)
         walk_apply.click(on_walk_apply, [walk], [prompt, temperature, top_p, seed, shifted, shape, tree_kind,
-                                                 depth, top_k, total, max_new])
+                                                 depth, top_k, total, max_new, tabs], api_name="walk_apply")
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner")

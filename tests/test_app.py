@@ -237,3 +237,11 @@ def test_ambiguity_matches_the_drafters_convention(url):
     assert all(br.vocab and len(br.vocab) == len(br.vocab_shifted) for br in rec.branches)
     with pytest.raises(ValueError):
         compute_ambiguity(target, heads["shifted"], heads["unshifted"], "  ")
+
+
+def test_walkthrough_settings_open_in_lens(client):
+    from views.walkthrough import STEPS
+    out = client.predict(STEPS[6]["title"], api_name="/walk_apply")
+    assert out[1] > 0 and out[5] == "Tree"       # step 7: temperature > 0
+    out = client.predict(STEPS[5]["title"], api_name="/walk_apply")
+    assert out[5] == "Chain"
