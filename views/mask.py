@@ -42,8 +42,8 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
     n = len(nodes)
     base_layout(fig, f"Tree attention: {n} tokens verified in one target pass "
                      f"(row = query token, column = key; all also see the {rec['prefix_len']} committed tokens)",
-                height=height or max(380, min(820, 140 + 22 * n)))
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=12 if n > 20 else 14), title="query (drafted token)")
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=12 if n > 20 else 14), side="bottom", title="key")
+                height=height or max(380, min(1400, 160 + 20 * n)))
+    fig.update_yaxes(autorange="reversed", dtick=1, tickfont=dict(size=12 if n > 20 else 14), title="query (drafted token)")
+    fig.update_xaxes(tickangle=-60, dtick=1, tickfont=dict(size=12 if n > 20 else 14), side="bottom", title="key")
     fig.update_layout(title_font_size=15)
     return fig

@@ -46,7 +46,7 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     for c in nodes.values():
         if c["parent"] == par["index"]:
             r = rows.setdefault(c["token_id"], dict(text=c["text"], q=None, p=None, status=None))
-            r.update(q=c["q"], p=c["p"], status=c["status"], node=c["index"])
+            r.update(q=c["q"], p=c["p"], status=c["status"], node=c["index"], accept_prob=c.get("accept_prob"))
     items = sorted(rows.items(), key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     chosen = [kv for kv in items if kv[1].get("node") is not None]
     rest = [kv for kv in items if kv[1].get("node") is None][:max(0, k - len(chosen))]
@@ -76,6 +76,10 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                              marker_line=dict(color=[_status_col(r["status"]) for r in rows],
                                               width=[4 if r.get("node") is not None else 0 for r in rows]),
                              hovertext=[f"{esc(r['text'])}: p = {pct(r['p']) if r['p'] is not None else 'below top-k'}"
+                                        + (f"<br>drafted node {r['node']}: {r['status'].replace('_', ' ')}"
+                                           if r.get("node") is not None else "")
+                                        + (f"<br>min(1, p/q) = {pct(r['accept_prob'])}"
+                                           if r.get("accept_prob") is not None else "")
                                         for r in rows], hoverinfo="text"), row=1, col=1)
         n = nodes[node]
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
