@@ -90,7 +90,7 @@ def test_run_streams_to_the_end(client):
     assert "finished" in final[8]
     stats = plot(final[7])
     tokens = next(t for t in stats["data"] if t["name"] == "EAGLE tokens")["y"]
-    assert tokens[-1] == 10
+    assert tokens[-1] == 10 or ("eos" in final[8] and tokens[-1] < 10)
 
 
 def test_toggles_chain_dynamic_unshifted_sampling(client):
