@@ -451,16 +451,16 @@ def on_race(state, prompt, shifted, *cfg_args):
 
 
 @gpu
-def _ambiguity(prefix, branches):
+def _ambiguity(prefix, branches, chat=False):
     from eagle_core.ambiguity import compute_ambiguity
     target, heads = MODEL.require()
-    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches))
+    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat))
     if MODEL.notice:
         rec.note = MODEL.notice
     return rec.to_dict()
 
 
-def on_ambiguity(prefix, branches):
+def on_ambiguity(prefix, branches, chat=False):
     try:
         if not isinstance(prefix, str) or not prefix.strip():
             raise UserError("Type a prefix, e.g. “How can I”.")
@@ -472,7 +472,7 @@ def on_ambiguity(prefix, branches):
             raise UserError("Branches must be a number.") from None
         if not 2 <= b <= 6:
             raise UserError("Branches must be between 2 and 6.")
-        rec = _ambiguity(prefix, b)
+        rec = _ambiguity(prefix, b, chat)
         return (views.ambiguity_figure(rec), views.ambiguity_dist_figure(rec), views.ambiguity_html(rec),
                 "Computed live from the target and both heads.")
     except (UserError, ValueError) as exc:
@@ -609,6 +609,8 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     prefix = gr.Textbox(value="How can I", label="Prefix (the last token plays “I”)", scale=3)
                     branches = gr.Slider(2, 6, value=4, step=1, label="Branches", scale=1)
+                    chat = gr.Checkbox(label="as the start of the assistant's reply (chat template)", value=False,
+                                       scale=1)
                     amb_btn = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
                 amb_msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
                 a0 = (TRACE or {}).get("ambiguity")
@@ -642,9 +644,9 @@ def build_demo() -> gr.Blocks:
         click_btn.click(on_click, [state, cycle, click], outs, api_visibility="private")
         race_btn.click(on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race",
                        **model_kw)
-        amb_btn.click(on_ambiguity, [prefix, branches], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",
+        amb_btn.click(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",
                       **model_kw)
-        prefix.submit(on_ambiguity, [prefix, branches], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
+        prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
                       **model_kw)
         walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
         walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)

@@ -60,6 +60,7 @@ class AmbiguityRecord:
     mean_dist_shifted: float
     mean_dist_unshifted: float
     pca_fit: str = "real branch features"
+    context: str = "plain text"           # or the chat template (the prefix starts the assistant's reply)
     note: str = ""
 
     def to_dict(self) -> dict:
@@ -90,9 +91,22 @@ def _run_head(head, target, feats: torch.Tensor, tokens: list[int], branch_token
     return out[:, -1]                                                         # [B, H]
 
 
+CHAT_USER_TURN = "Hi!"
+
+
+def prefix_ids(target, prefix: str, chat: bool) -> tuple[list[int], int]:
+    """Token ids for the prefix and where the prefix itself starts: plain text, or (chat) the start of the
+    assistant's reply in the target's chat template, after a short user turn -- where the heads were trained."""
+    if chat and getattr(target.tokenizer, "chat_template", None):
+        head = target.render_prompt(CHAT_USER_TURN, chat_template=True)
+        body = list(target.tokenizer(prefix, add_special_tokens=False)["input_ids"])
+        return head + body, len(head)
+    return target.render_prompt(prefix, chat_template=False), 0
+
+
 @torch.inference_mode()
 def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
-                      k: int = 6) -> AmbiguityRecord:
+                      k: int = 6, chat: bool = False) -> AmbiguityRecord:
     """Real features and head predictions for the top `n_branches` continuations of `prefix`."""
     prefix = (prefix or "").strip() if prefix is not None else ""
     if not prefix:
@@ -102,13 +116,13 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     if getattr(shifted_head, "shift", "shifted") != "shifted" or getattr(unshifted_head, "shift", "") != "unshifted":
         raise ValueError("need one shifted and one unshifted head")
     tok = target.tokenizer
-    ids = target.render_prompt(prefix, chat_template=False)
+    ids, start = prefix_ids(target, prefix, chat)
     if len(ids) < 2:
         bos = getattr(tok, "bos_token_id", None)
         if bos is None or (ids and ids[0] == bos):
             raise ValueError("the prefix needs at least two tokens (e.g. “How can I”)")
         ids = [bos] + ids
-    if len(ids) > MAX_PREFIX_TOKENS:
+    if len(ids) - start > MAX_PREFIX_TOKENS:
         raise ValueError(f"the prefix is {len(ids)} tokens; keep it under {MAX_PREFIX_TOKENS}")
     dev = target.device
     x = torch.tensor([ids], device=dev)
@@ -160,10 +174,11 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
             vocab_shifted=[float(sh_next[b, t]) for t in union],
             vocab_unshifted=[float(un_next[t]) for t in union]))
     return AmbiguityRecord(
-        prefix=prefix, prefix_tokens=[text(t) for t in ids], last_token=text(ids[-1]),
+        prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]),
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
         pca_fit="real branch features" if B >= 3 else "all features shown",
+        context="start of the assistant's reply (chat template)" if start else "plain text",
         mean_dist_shifted=sum(b.dist_shifted for b in branches) / B,
         mean_dist_unshifted=sum(b.dist_unshifted for b in branches) / B)

@@ -200,6 +200,8 @@ def test_race_and_ambiguity(client):
     assert "shifted head" in names and "unshifted head" in names and "real feature" in names
     assert len(plot(dist)["data"]) == 9
     assert "distance shifted" in table
+    fig, dist, table, msg = client.predict("How can I", 3, True, api_name="/ambiguity")
+    assert "chat template" in table and msg.startswith("Computed")
     _, _, _, msg = client.predict("", 3, api_name="/ambiguity")
     assert msg.startswith("❌")
 

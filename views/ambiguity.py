@@ -108,7 +108,8 @@ def ambiguity_html(rec) -> str:
         verdict = (f"<p>Here the shifted head is not clearly closer ({ds:.2f} vs {du:.2f}); "
                    f"with an untrained (random) head neither prediction means anything.</p>")
     note = verdict + note
-    return (f"{note}<p>Prefix tokens: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
+    ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
+    return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
             f"unshifted <code>{esc(rec['unshifted_head'])}</code>.</p>"
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
             "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th></tr>" + rows + "</table>")
