@@ -116,13 +116,20 @@ def load_model(target_spec: str | None = None, head_spec: str = "shifted"):
         ensure_embedded_package()
         target = tiny_target() if target_spec in ("tiny", "tiny-random") else load_target(
             None if target_spec in (None, "", "embedded") else target_spec)
-        try:
-            if head_spec in ("random", "random-shifted"):
-                raise HeadLoadError("random heads requested")
-            heads = {"shifted": resolve_head(head_spec, target), "unshifted": resolve_head("unshifted", target)}
-        except HeadLoadError as exc:
-            log.warning("heads: %s", exc)
-            heads = {"shifted": resolve_head("random", target), "unshifted": resolve_head("random-unshifted", target)}
+        heads, missing = {}, []
+        for shift, spec in (("shifted", head_spec), ("unshifted", "unshifted")):
+            try:
+                if head_spec in ("random", "random-shifted"):
+                    raise HeadLoadError("random heads requested")
+                heads[shift] = resolve_head(spec, target)
+            except HeadLoadError as exc:
+                log.warning("%s head: %s", shift, exc)
+                heads[shift] = resolve_head("random" if shift == "shifted" else "random-unshifted", target)
+                missing.append(shift)
+        if missing == ["unshifted"]:
+            MODEL.notice = ("The trained unshifted (ablation) head was not found: the “Shifted tokens” off setting "
+                            "and the “How can I” view use a random one.")
+        elif missing:
             MODEL.notice = RANDOM_NOTICE
         MODEL.target, MODEL.heads, MODEL.status = target, heads, "ready"
     except Exception as exc:  # shown on the page, never as a trace
