@@ -24,14 +24,18 @@ sys.path.insert(0, ROOT)
 
 def load_heads(target, spec: str):
     from eagle_core.head import HeadLoadError, resolve_head
-    notice = ""
+    notes = []
     try:
         sh = resolve_head(spec, target)
+    except HeadLoadError as exc:
+        notes.append(f"trained shifted head not found ({exc}); recorded with a random head")
+        sh = resolve_head("random", target)
+    try:
         un = resolve_head("unshifted" if spec == "shifted" else "random-unshifted", target)
     except HeadLoadError as exc:
-        notice = f"trained heads not found ({exc}); recorded with a random head"
-        sh, un = resolve_head("random", target), resolve_head("random-unshifted", target)
-    return sh, un, notice
+        notes.append(f"trained unshifted head not found ({exc}); the ambiguity uses a random one")
+        un = resolve_head("random-unshifted", target)
+    return sh, un, "; ".join(notes)
 
 
 def run(target, head, cfg, prompt_ids):
