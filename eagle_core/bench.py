@@ -245,6 +245,17 @@ def acceptance_by_depth(results: list[dict]) -> list[float | None] | None:
     return [a / r if r else None for r, a in zip(reached, accepted)]
 
 
+def time_split(results: list[dict]) -> dict | None:
+    """Engine methods: seconds spent drafting / in the target pass (prefill + verification) / elsewhere in the
+    cycles, summed over prompts, with the rest of the wall time (set-up, loop) as `outside`."""
+    parts = [r for r in results if r.get("time_split") is not None]
+    if not parts:
+        return None
+    d, v, o = (sum(r["time_split"][i] for r in parts) for i in range(3))
+    wall = sum(r["seconds"] for r in parts)
+    return {"draft_s": d, "verify_s": v, "other_s": o, "outside_s": max(0.0, wall - d - v - o)}
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """Index of the first differing token (or of the end of the shorter one); None when identical."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -282,6 +293,7 @@ def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) ->
         "seconds": sum(r["seconds"] for r in results),
         "target_forwards": None if any(f is None for f in fw) else sum(fw),
         "accept_rate_by_depth": acceptance_by_depth(results),
+        "time_split": time_split(results),
     }
 
 
@@ -387,15 +399,20 @@ def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
     t0 = time.perf_counter()
     dec = EagleDecoder(target, head, cfg, prompt_ids)
     cyc = []
+    split = [0.0, 0.0, 0.0]
     while not dec.done:
         rec = dec.step()
+        split[0] += rec.draft_seconds
+        split[1] += rec.verify_seconds
+        split[2] += rec.other_seconds
         if rec.cycle > 0:
             d = max(n.depth for n in rec.nodes)
             if d > 0:
                 cyc.append((rec.accept_length, d))
     secs = time.perf_counter() - t0
     return {"token_ids": list(dec.new_ids), "new_tokens": len(dec.new_ids), "seconds": secs,
-            "forwards": dec.target_forwards, "depth_counts": depth_counts(cyc) if cfg.draft != "vanilla" else None}
+            "forwards": dec.target_forwards, "depth_counts": depth_counts(cyc) if cfg.draft != "vanilla" else None,
+            "time_split": split}
 
 
 def method_config(method: str, base_cfg, max_new_tokens: int, temperature: float, top_p: float, seed: int):
@@ -566,6 +583,14 @@ def format_table(report: dict) -> str:
                       "draft at depth k+1 was accepted)"]
         for m, a in acc:
             lines.append(f"  {m:<24} " + " ".join(f"a{k}={_f(x)}" for k, x in enumerate(a)))
+    split = [(m, s["time_split"]) for m, s in ms.items() if s.get("time_split")]
+    if split:
+        lines += ["", "where the engine's time goes (share of generation wall time: draft / target pass / "
+                      "other in-cycle / outside cycles)"]
+        for m, t in split:
+            tot = sum(t.values()) or 1.0
+            lines.append(f"  {m:<24} " + " / ".join(f"{100 * t[k] / tot:4.0f}%" for k in
+                                                    ("draft_s", "verify_s", "other_s", "outside_s")))
     cats = sorted({c for s in ms.values() for c in s["by_category"]})
     if len(cats) > 1:
         lines += ["", "speedup by category"]
@@ -609,7 +634,8 @@ def write_plot(report: dict, path: str):
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
     cfg = report["config"]
-    fig.suptitle(f"EAGLE Lens bench: {report['device']}\n{cfg.get('date')}  ·  {cfg.get('n_prompts')} prompts  ·  "
+    warn = "  ·  RANDOM (untrained) heads" if "random" in str(cfg.get("heads")) else ""
+    fig.suptitle(f"EAGLE Lens bench: {report['device']}{warn}\n{cfg.get('date')}  ·  {cfg.get('n_prompts')} prompts  ·  "
                  f"max_new_tokens {cfg.get('max_new_tokens')}  ·  T={cfg.get('temperature')}  ·  "
                  f"τ = new tokens per target forward", fontsize=9)
     fig.tight_layout()
@@ -698,6 +724,9 @@ def main(argv=None) -> int:
         for out in (args.json, args.plot):
             if out and os.path.dirname(os.path.abspath(out)) and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
                 raise BenchError(f"output folder of {out!r} does not exist")
+        from .draft import TREE_PRESETS
+        if args.tree is not None and args.tree not in TREE_PRESETS:
+            raise BenchError(f"unknown tree preset {args.tree!r}; presets: {', '.join(TREE_PRESETS)}")
         prompts = load_prompts(args.prompts, args.limit)
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
@@ -717,6 +746,9 @@ def main(argv=None) -> int:
             v = getattr(args, name)
             if v is not None:
                 setattr(base, name, v)
+        for m in methods:   # bad tree settings fail before any head is loaded
+            if m not in HF_METHODS:
+                method_config(m, base, args.max_new_tokens, args.temperature, args.top_p, args.seed).check()
         heads, note = _load_heads(args, methods, target)
         config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   "command": "python -m eagle_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),

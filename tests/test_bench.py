@@ -143,13 +143,16 @@ def test_tiny_run_every_method(tiny_report):
     for m in ("eagle-chain", "eagle-static:unshifted", "eagle-dynamic"):
         assert r["methods"][m]["tau"] >= 1.0
         assert r["methods"][m]["accept_rate_by_depth"] is not None
-    assert r["methods"]["eagle-chain"]["accept_rate_by_depth"].__len__() == 3
+    assert len(r["methods"]["eagle-chain"]["accept_rate_by_depth"]) == 3
+    ts = r["methods"]["eagle-static"]["time_split"]
+    assert set(ts) == {"draft_s", "verify_s", "other_s", "outside_s"} and ts["verify_s"] > 0
+    assert r["methods"]["hf-greedy"]["time_split"] is None
     json.dumps(r)   # JSON-serialisable as is
 
 
 def test_table_and_plot(tiny_report, tmp_path):
     text = bench.format_table(tiny_report)
-    assert "tau" in text and "eagle-static:unshifted" in text and "mismatch" in text
+    assert "tau" in text and "eagle-static:unshifted" in text and "mismatch" in text and "draft" in text
     pytest.importorskip("matplotlib")
     out = tmp_path / "bench.png"
     bench.write_plot(tiny_report, str(out))
@@ -203,3 +206,9 @@ def test_divergence_is_detected_and_ties_told_apart(tiny_target, monkeypatch, ep
     assert v[field] == 1 and v["mismatches"] + v["tie_divergences"] == 1
     assert r["per_prompt"]["vanilla"][0]["diverged_at"] == 3
     assert r["methods"]["hf-greedy"]["mismatches"] == 0
+
+
+def test_cli_unknown_tree_fails_before_loading(capsys):
+    rc = bench.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
+    err = capsys.readouterr().err
+    assert rc != 0 and err.startswith("error: unknown tree preset")
