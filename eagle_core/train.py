@@ -64,6 +64,7 @@ class TrainConfig:
     extract_only: bool = False
     extract: bool = True               # --no-extract: train on the shards already on disk, extract nothing
     extract_minutes: float | None = None  # stop extracting (at a shard boundary) after this many minutes
+    init: str | None = None            # start from this head folder's weights (a second training phase)
 
     def resolve(self):
         self.data_dir = self.data_dir or os.path.join("data", f"feats-{self.max_len}")
@@ -350,6 +351,19 @@ def train(cfg: TrainConfig, target=None) -> dict:
     # 3. model, optimizer, schedule
     torch.manual_seed(cfg.seed)
     head = EagleHead(head_config_from_target(target.config, cfg.shift)).to(acc.device)
+    previous_card = None
+    if cfg.init:
+        from .head import load_head
+        init = load_head(cfg.init, target)
+        if init.shift != cfg.shift:
+            raise SystemExit(f"--init {cfg.init} is a {init.shift} head, not {cfg.shift}")
+        head.load_state_dict(init.state_dict())
+        head = head.to(device=acc.device, dtype=torch.float32)
+        card_path = os.path.join(cfg.init, "training.json")
+        if os.path.exists(card_path):
+            with open(card_path) as f:
+                previous_card = json.load(f)
+        log(f"initialised from {cfg.init}")
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
     batches = plan_batches(train_seqs, cfg.batch_tokens)
     steps_per_epoch = math.ceil(len(batches) / acc.num_processes)
@@ -476,6 +490,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
         "heldout_metrics_per_epoch": state["history"],
         "final_heldout_metrics": state["final"],
         "metric_definitions": evaluate.__doc__.strip(),
+        "initialised_from": cfg.init, "previous_phase": previous_card,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
     }
     if main:

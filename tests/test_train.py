@@ -219,3 +219,8 @@ def test_cli_end_to_end_and_resume(target, tmp_path):
     card2 = T.train(T.parse_args(args), target=target)  # finished run: nothing more to train
     assert card2["steps"] == card["steps"]
     assert os.path.exists(tmp_path / "feats" / "train" / "meta.json")
+    # a second phase starts from the saved head
+    args3 = args[:args.index("--run-dir")] + ["--run-dir", str(tmp_path / "run2"), "--out", str(tmp_path / "head2"),
+                                              "--init", str(tmp_path / "head"), "--no-progress", "--no-extract"]
+    card3 = T.train(T.parse_args(args3), target=target)
+    assert card3["initialised_from"] == str(tmp_path / "head") and card3["previous_phase"]["steps"] == card["steps"]
