@@ -327,7 +327,7 @@ def render(state, cycle=None, node=None, status=""):
     if state.get("source") == "trace":
         t = TRACE or {}
         src = (f"<b>Recorded example</b> (from the real model: {views.common.esc(str(t.get('target')))}, head "
-               f"{views.common.esc(str(t.get('head')))}, {views.common.esc(str(t.get('recorded')))}; "
+               f"{views.common.esc(os.path.basename(str(t.get('head'))))}, {views.common.esc(str(t.get('recorded')))}; "
                "shown until you press Step or Run).")
     return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
             (f"<div class='el-note'>{src}</div>" if src else ""),

@@ -80,7 +80,7 @@ def main(argv=None):
     print(f"plain: {len(plain)} cycles; race: {len(race)} cycles", flush=True)
     amb = compute_ambiguity(target, sh, un, args.ambiguity_prefix)
     out = dict(name=args.name, prompt=args.prompt, config=dataclasses.asdict(cfg), target=target.name,
-               head=str(sh.path), unshifted_head=str(un.path), notice=notice,
+               head=os.path.basename(str(sh.path)), unshifted_head=os.path.basename(str(un.path)), notice=notice,
                device=str(target.device), recorded=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                text=target.decode([t for r in records for t in r["new_tokens"]]),
                records=records, plain_records=plain, race_records=race, ambiguity=amb.to_dict())
