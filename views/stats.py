@@ -47,13 +47,13 @@ CSS = """
 """
 
 
-def stats_figure(records, upto: int | None = None, height: int = 560) -> go.Figure:
+def stats_figure(records, upto: int | None = None, height: int = 600) -> go.Figure:
     recs = as_dicts(records)
     if upto is not None:
         recs = [r for r in recs if r["cycle"] <= upto]
     if not recs:
         return empty_figure("Statistics appear after the first cycle")
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.12, subplot_titles=[
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.26, horizontal_spacing=0.12, subplot_titles=[
         "New tokens per cycle", "Running τ (tokens per target pass)", "Accepted lengths (drafted tokens kept)",
         "Target passes vs tokens generated"])
     cyc = [r["cycle"] for r in recs]
