@@ -45,7 +45,7 @@ MAX_PROMPT_CHARS = 4000
 RANDOM_NOTICE = "Trained heads not found, using a random head: drafting is poor, verification stays exact."
 EXAMPLES = ["How can I learn Python quickly?", "Write a Python function that checks if a number is prime.",
             "What is 17 * 23? Explain step by step.", "What are three tips for a good night's sleep?"]
-PRESETS = ["cpu-12", "cpu-8", "mc_sim_7b_63"]
+PRESETS = ["cpu-4", "cpu-6", "cpu-12", "cpu-8", "mc_sim_7b_63"]
 
 
 class UserError(ValueError):
@@ -216,8 +216,12 @@ def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k
         draft = "static"
     if draft == "static" and preset not in PRESETS:
         raise UserError(f"unknown tree preset {preset!r}")
-    return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else "cpu-12", depth=d, top_k=k,
-                        total_tokens=n, temperature=t, top_p=p, max_new_tokens=m, seed=s)
+    from eagle_core.engine import default_config
+    device = MODEL.target.device.type if MODEL.target is not None else "cpu"
+    speed = default_config(device)   # the device's drafting precision and draft vocabulary (exact either way)
+    return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else "cpu-4", depth=d, top_k=k,
+                        total_tokens=n, temperature=t, top_p=p, max_new_tokens=m, seed=s,
+                        draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)
 
 
 def check_prompt(prompt) -> str:
@@ -269,21 +273,10 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
     """A whole generation, timed by the engine (the Race and the walkthrough)."""
     from eagle_core.engine import EagleDecoder
     target, heads = MODEL.require()
-    dec = widen_head_cache(EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg,
-                                        target.render_prompt(prompt)))
+    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
     while not dec.done:
         dec.step()
     return [dataclasses.asdict(c) for c in dec.cycles]
-
-
-def widen_head_cache(dec):
-    """Workaround (until the engine sizes it so): a dynamic tree appends up to top_k * (depth - 1) head entries
-    while drafting, more than the drafter's cache leaves room for near the end of a long generation."""
-    d = getattr(dec, "drafter", None)
-    if d is not None and dec.cfg.draft == "dynamic" and hasattr(d, "cache") and hasattr(d.head, "new_cache"):
-        need = d.cache.k.shape[2] + dec.cfg.top_k * dec.cfg.depth
-        d.cache = d.head.new_cache(need)
-    return dec
 
 
 def ensure_decoder(state, prompt, shifted, cfg) -> str:
@@ -303,7 +296,7 @@ def ensure_decoder(state, prompt, shifted, cfg) -> str:
     if PRECOMPUTE:
         ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
     else:
-        ent["decoder"] = widen_head_cache(EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt)))
+        ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
     ent["key"] = key
     state.update(records=[], prompt=prompt, source="live")
     return notice
@@ -578,7 +571,7 @@ def build_demo() -> gr.Blocks:
                         shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
                         tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
                                              label="Tree")
-                        preset = gr.Dropdown(PRESETS, value="cpu-12", label="Static tree preset")
+                        preset = gr.Dropdown(PRESETS, value="cpu-4", label="Static tree preset")
                         depth = gr.Slider(1, 10, value=5, step=1, label="Depth (chain / dynamic)")
                         top_k = gr.Slider(1, 16, value=6, step=1, label="Top-k per node (dynamic)")
                         total = gr.Slider(2, 80, value=24, step=1, label="Total tokens (dynamic)")

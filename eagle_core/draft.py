@@ -29,7 +29,10 @@ MC_SIM_7B_63 = [[0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 
 
 TREE_PRESETS = {
     "mc_sim_7b_63": MC_SIM_7B_63,
-    # small trees for a CPU, where every extra verified token costs real time
+    # small trees for a CPU, where every extra verified token costs real time (a 12-token verify pass costs
+    # ~1.8 one-token passes on the 2-core dev machine)
+    "cpu-4": [[0], [1], [2], [0, 0]],
+    "cpu-6": [[0], [1], [2], [0, 0], [1, 0], [0, 0, 0]],
     "cpu-12": [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0],
                [0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
     "cpu-8": [[0], [1], [0, 0], [1, 0], [0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
@@ -107,6 +110,13 @@ class DraftSpec:
         return len(self.static_choices()) + 1
 
     @property
+    def max_head_entries(self) -> int:
+        """Tree entries the head appends while drafting: every expanded node (dynamic: top_k per level)."""
+        if self.kind == "dynamic":
+            return self.top_k * self.depth
+        return self.max_nodes
+
+    @property
     def max_depth(self) -> int:
         if self.kind == "dynamic":
             return self.depth
@@ -150,7 +160,7 @@ class Drafter:
         self.dtype = dtype or head.fc.weight.dtype
         head = head_in_dtype(head, self.dtype)
         self.head, self.target, self.spec = head, target, spec
-        self.cache = head.new_cache(max_len + spec.max_nodes + 8)
+        self.cache = head.new_cache(max_len + spec.max_head_entries + 8)
         self.shifted = head.shift == "shifted"
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size

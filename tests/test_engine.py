@@ -146,6 +146,15 @@ def test_stops_on_eos_and_budget(tiny_target, tiny_random_head):
     assert len(got.token_ids) == 5 and got.finished == "max_new_tokens"
 
 
+def test_dynamic_tree_to_the_end_of_the_budget(tiny_target, tiny_random_head):
+    """The head's cache holds every expanded node of a wide dynamic tree, up to the last token."""
+    for ids in prompts(3, seed=8):
+        ref = run(tiny_target, None, ids, draft="vanilla", max_new_tokens=12)
+        got = run(tiny_target, tiny_random_head, ids, draft="dynamic", depth=5, top_k=6, total_tokens=10,
+                  max_new_tokens=12)
+        assert got.token_ids == ref.token_ids
+
+
 def test_context_limit(real_tokenizer):
     target = load_target(model=tiny_llama(max_position_embeddings=64), tokenizer=real_tokenizer, device="cpu")
     head = random_head(target)
