@@ -459,7 +459,6 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     target: a loaded Target; heads: {"shifted": EagleHead, "unshifted": EagleHead} (only those the methods
     need); prompts: [{"id", "prompt", "category"}]; base_cfg: a DecodeConfig carrying the tree settings.
     """
-    import torch
     from tqdm import tqdm
     from .engine import default_config
     heads = heads or {}

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def decode_config(args, device_type: str):
-    from .engine import DecodeConfig, default_config
+    from .engine import default_config
     cfg = default_config(device_type)
     for name in ("draft", "tree", "depth", "top_k", "total_tokens"):
         v = getattr(args, name)

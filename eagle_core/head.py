@@ -14,10 +14,8 @@ released checkpoint is ignored).
 from __future__ import annotations
 
 import json
-import math
 import os
 import pickle
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

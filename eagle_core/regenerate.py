@@ -97,7 +97,6 @@ def main(argv=None):
     ap.add_argument("--no-bf16", action="store_true")
     args = ap.parse_args(argv)
     target = load_target()
-    tok = target.tokenizer
     out_dir = os.path.join(args.out, "train")
     os.makedirs(out_dir, exist_ok=True)
     held = os.path.join(args.out, "heldout")

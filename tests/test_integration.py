@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from eagle_core.engine import DecodeConfig, generate
+from eagle_core.engine import generate
 from eagle_core.head import SHIPPED_HEADS, resolve_head
 from eagle_core.target import load_target
 

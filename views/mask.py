@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .common import ACCEPTED, NOT_REACHED, REJECTED, as_dict, base_layout, empty_figure, show_token
+from .common import ACCEPTED, as_dict, base_layout, empty_figure, show_token
 
 
 def ancestry(rec: dict) -> list[list[int]]:
