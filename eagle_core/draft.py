@@ -77,6 +77,11 @@ class DraftTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @classmethod
+    def root_only(cls, token: int) -> "DraftTree":
+        """The tree before any drafting: just the root (plain decoding verifies exactly this)."""
+        return cls(tokens=[token], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False], child_lists=[[]])
+
     def ancestry(self) -> torch.Tensor:
         """[N, N] bool: row i marks node i and its ancestors (the tree attention pattern)."""
         n = len(self.tokens)
@@ -217,8 +222,7 @@ class Drafter:
         from q (chain and static trees at T > 0): the verifier applies the matching acceptance rule.
         """
         spec = self.spec
-        tree = DraftTree(tokens=[root_token], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False],
-                         child_lists=[[]])
+        tree = DraftTree.root_only(root_token)
         if spec.kind == "vanilla":
             return tree
         sample = temperature > 0 and spec.kind in ("chain", "static")

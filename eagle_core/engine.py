@@ -111,11 +111,13 @@ class EagleDecoder:
         self.gen.manual_seed(cfg.seed)
         self.cache = DynamicCache()
         max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
-        vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
-        ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
-        self.drafter = Drafter(head, target, self.spec, max_len, vocab, ddt) if head is not None else None
-        if self.drafter is None and self.spec.kind != "vanilla":
-            raise ValueError("EAGLE drafting needs a head")
+        self.drafter = None                # plain decoding needs none (no head cache, no draft LM-head copy)
+        if self.spec.kind != "vanilla":
+            if head is None:
+                raise ValueError("EAGLE drafting needs a head")
+            vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
+            ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
+            self.drafter = Drafter(head, target, self.spec, max_len, vocab, ddt)
         self.pending_feats = None          # true features not yet given to the head
         self._text_cache: dict[int, str] = {}
 
@@ -203,13 +205,12 @@ class EagleDecoder:
 
         # ---- draft
         t0 = time.perf_counter()
-        if self.drafter is not None and self.spec.kind != "vanilla":
+        if self.drafter is not None:
             root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
             tree = self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling,
                                       c.top_p, self.gen)
         else:
-            tree = DraftTree(tokens=[root], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False],
-                             child_lists=[[]])
+            tree = DraftTree.root_only(root)
         self._sync()
         t1 = time.perf_counter()
 
