@@ -332,7 +332,8 @@ def device_string(target, threads: int | None = None) -> str:
     except OSError:
         pass
     n = threads if threads is not None else torch.get_num_threads()
-    return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}"
+    packed = ", pre-packed oneDNN linear weights" if getattr(target, "packed_linears", 0) else ""
+    return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}{packed}"
 
 
 def _truncate_at_stop(ids: list[int], stops) -> list[int]:

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from .sampling import gumbel_topk, warp_logits
+from .target import pack_cpu_linears
 
 # EAGLE-1's default tree for 7B targets (SafeAILab/EAGLE choices.py, mc_sim_7b_63): 25 drafted tokens + root,
 # depth 5, widths 4/8/8/3/2.
@@ -130,18 +130,27 @@ class DraftSpec:
 
 
 def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
-    """(vocab ids or None, weight, bias) of the draft LM head; row subsets / casts are cached on the target."""
+    """(vocab ids or None, linear module) of the draft LM head: the target's rows for the draft vocabulary (or all
+    of them) in the draft dtype, weight pre-packed on a CPU. Cached on the target: built once per (vocab, dtype)."""
     lm = target.lm_head
-    if draft_vocab is None and dtype == lm.weight.dtype:
-        return None, lm.weight, lm.bias
     cache = target.__dict__.setdefault("_draft_lm_cache", {})
     key = (None if draft_vocab is None else (int(draft_vocab.numel()), int(draft_vocab[:64].sum())), dtype)
     if key not in cache:
         ids = None if draft_vocab is None else draft_vocab.to(lm.weight.device)
         w = lm.weight if ids is None else lm.weight[ids]
         b = lm.bias if (lm.bias is None or ids is None) else lm.bias[ids]
-        cache[key] = (ids, w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous())
+        cache[key] = (ids, frozen_linear(w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous()))
     return cache[key]
+
+
+def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
+    """An inference-only nn.Linear over these tensors (shared, not copied), pre-packed on a CPU."""
+    lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+    lin.weight = torch.nn.Parameter(weight, requires_grad=False)
+    if bias is not None:
+        lin.bias = torch.nn.Parameter(bias, requires_grad=False)
+    pack_cpu_linears(lin)
+    return lin
 
 
 def head_in_dtype(head, dtype: torch.dtype):
@@ -153,7 +162,8 @@ def head_in_dtype(head, dtype: torch.dtype):
         import copy
         clone = copy.deepcopy(head)
         clone.__dict__.pop("_dtype_copies", None)
-        copies[dtype] = clone.to(dtype)
+        copies[dtype] = clone.to(dtype).requires_grad_(False)
+        pack_cpu_linears(copies[dtype])   # an inference-only copy: pre-pack its weights on a CPU
     return copies[dtype]
 
 
@@ -170,7 +180,7 @@ class Drafter:
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size
         # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
-        self.vocab_ids, self.lm_w, self.lm_b = draft_lm_head(target, draft_vocab, self.dtype)
+        self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, self.dtype)
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())
@@ -234,7 +244,7 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            logp = warp(F.linear(frontier_feats[0], self.lm_w, self.lm_b).float())   # [F, K] draft log-probs
+            logp = warp(self.lm(frontier_feats[0]).float())   # [F, K] draft log-probs
             if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
                 logp = logp.new_full((logp.shape[0], self.vocab_size), float("-inf")).index_copy_(
                     1, self.vocab_ids, logp)
