@@ -14,6 +14,10 @@ and dropped afterwards.
 from __future__ import annotations
 
 import math
+import glob
+import json
+import os
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -39,6 +43,21 @@ TREE_PRESETS = {
 }
 
 
+def _load_fitted_trees(folder: str) -> dict:
+    """Trees fitted to measured acceptance by `python -m eagle_core.tree_fit` (assets/trees/NAME.json)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        try:
+            with open(path) as f:
+                choices = [[int(r) for r in c] for c in json.load(f)["choices"]]
+            children_of_path(choices)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"skipping tree file {path}: {exc}")
+            continue
+        out[os.path.splitext(os.path.basename(path))[0]] = choices
+    return out
+
+
 def chain_choices(depth: int) -> list[list[int]]:
     return [[0] * d for d in range(1, depth + 1)]
 
@@ -60,6 +79,10 @@ def children_of_path(choices) -> dict:
             raise ValueError(f"children of {list(parent)} have ranks {sorted(ranks)}; need 0..{len(ranks) - 1}")
         kids[parent] = sorted(ranks)
     return kids
+
+
+TREE_PRESETS.update(_load_fitted_trees(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                     "assets", "trees")))
 
 
 @dataclass

@@ -1,0 +1,196 @@
+"""Fit a static draft tree to measured acceptance, the way EAGLE-1 and Medusa derive theirs.
+
+At T = 0 a static tree accepts the longest path of its nodes whose tokens are the target's greedy tokens. So:
+
+1. decode with a big tree (default mc_sim_7b_63, 63 nodes) and write down, for every cycle, the *rank path* of
+   what the target accepted: (rank of the accepted child among its siblings at depth 1, at depth 2, ...);
+2. for any sub-tree S of the big tree, that cycle would have accepted the longest prefix of its rank path that S
+   holds. The best tree of n nodes is therefore the n most frequent path prefixes (a prefix is at least as
+   frequent as each of its extensions, so they form a tree), and its expected tau is 1 + mean accepted prefix;
+3. a cycle's real cost grows with the tree (verified tokens, draft levels), so each candidate size is timed with
+   the real decoder, and the size with the highest tau(n) / seconds-per-cycle(n) wins.
+
+    python -m eagle_core.tree_fit --prompts ../shared/data/alpaca_question.jsonl --limit 20 \\
+        --name smollm2-cpu --out assets/trees/smollm2-cpu.json
+
+The tree is fitted on one prompt set (Alpaca by default) and benchmarked on another (MT-bench), so the benchmark
+is not tuned on itself. Approximation: cycle start points come from the big tree's run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+
+TREES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "trees")
+
+
+# ------------------------------------------------------------------------------------------ pure parts
+def rank_path(record) -> tuple[int, ...]:
+    """Sibling ranks (by draft probability, 0 = most likely) of a cycle's accepted nodes, root excluded."""
+    nodes = record.nodes
+    path = []
+    for i in record.accepted_path:
+        sibs = [n for n in nodes if n.parent == nodes[i].parent]
+        path.append(sorted(sibs, key=lambda n: (-n.q, n.index)).index(nodes[i]))
+    return tuple(path)
+
+
+def prefix_counts(paths) -> Counter:
+    """How many cycles' rank paths pass through each node (a node = a rank-path prefix)."""
+    c = Counter()
+    for p in paths:
+        for d in range(1, len(p) + 1):
+            c[p[:d]] += 1
+    return c
+
+
+def fit_tree(paths, n_nodes: int) -> list[list[int]]:
+    """The n most frequent prefixes, as static-tree choices (parents first; ties: shallower, then lower ranks).
+
+    Ranks within a parent are relabelled 0..k-1 in order, so a choice like (0, 2) without (0, 1) cannot occur:
+    the drafter takes a parent's top-k children, so a tree can only hold a prefix of each sibling ranking.
+    """
+    counts = prefix_counts(paths)
+    chosen: set = set()
+    for _ in range(n_nodes):
+        # frontier: children of chosen nodes (or depth-1 nodes) whose lower-ranked siblings are chosen already
+        best = None
+        for p, c in counts.items():
+            if p in chosen or (len(p) > 1 and p[:-1] not in chosen):
+                continue
+            if p[-1] > 0 and p[:-1] + (p[-1] - 1,) not in chosen:
+                continue
+            key = (c, -len(p), tuple(-r for r in p))
+            if best is None or key > best[0]:
+                best = (key, p)
+        if best is None:
+            break
+        chosen.add(best[1])
+    return [list(p) for p in sorted(chosen, key=lambda p: (len(p), p))]
+
+
+def expected_tau(paths, choices) -> float:
+    """1 + mean accepted length, had each cycle used the tree `choices` (T = 0)."""
+    s = {tuple(c) for c in choices}
+    total = 0
+    for p in paths:
+        d = 0
+        while d < len(p) and p[:d + 1] in s:
+            d += 1
+        total += d
+    return 1.0 + total / max(1, len(paths))
+
+
+def load_tree_file(path: str) -> list[list[int]]:
+    with open(path) as f:
+        return [list(map(int, c)) for c in json.load(f)["choices"]]
+
+
+# ------------------------------------------------------------------------------------------ measuring
+def collect_paths(target, head, prompts, big_tree: str, max_new_tokens: int, draft_vocab: int, draft_dtype: str,
+                  progress=print) -> list[tuple[int, ...]]:
+    from .engine import DecodeConfig, EagleDecoder
+    cfg = DecodeConfig(draft="static", tree=big_tree, max_new_tokens=max_new_tokens, record_topk=0,
+                       draft_vocab=draft_vocab, draft_dtype=draft_dtype)
+    paths = []
+    for k, item in enumerate(prompts):
+        dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
+        while not dec.done:
+            rec = dec.step()
+            if rec.cycle > 0:
+                paths.append(rank_path(rec))
+        progress(f"[paths] prompt {k + 1}/{len(prompts)}: {len(paths)} cycles")
+    return paths
+
+
+def time_cycles(target, head, choices, prompts, max_new_tokens: int, draft_vocab: int, draft_dtype: str) -> float:
+    """Mean wall seconds of one draft + verify cycle with this tree (the real decoder, lean records)."""
+    from . import draft as D
+    from .engine import DecodeConfig, EagleDecoder
+    name = "_tree_fit_candidate"
+    D.TREE_PRESETS[name] = choices
+    try:
+        cfg = DecodeConfig(draft="static", tree=name, max_new_tokens=max_new_tokens, record_topk=0,
+                           draft_vocab=draft_vocab, draft_dtype=draft_dtype)
+        secs, n = 0.0, 0
+        for item in prompts:
+            dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
+            while not dec.done:
+                rec = dec.step()
+                if rec.cycle > 0:
+                    secs += rec.draft_seconds + rec.verify_seconds + rec.other_seconds
+                    n += 1
+        return secs / max(1, n)
+    finally:
+        D.TREE_PRESETS.pop(name, None)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", default=os.path.join("..", "shared", "data", "alpaca_question.jsonl"))
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--head", default="shifted")
+    ap.add_argument("--big-tree", default="mc_sim_7b_63")
+    ap.add_argument("--sizes", default="2,3,4,5,6,7,8,10,12,14,16,20,24")
+    ap.add_argument("--timing-prompts", type=int, default=3)
+    ap.add_argument("--timing-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--name", default="smollm2-cpu")
+    ap.add_argument("--out", default=None, help="default assets/trees/NAME.json")
+    args = ap.parse_args(argv)
+    import torch
+    from .bench import BenchError, load_prompts
+    from .engine import default_config
+    from .head import HeadLoadError, resolve_head
+    from .target import TargetLoadError, load_target
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        prompts = load_prompts(args.prompts, args.limit)
+        sizes = sorted({int(s) for s in args.sizes.split(",")})
+        target = load_target()
+        head = resolve_head(args.head, target)
+    except (BenchError, TargetLoadError, HeadLoadError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    base = default_config(target.device.type)
+    t0 = time.time()
+    paths = collect_paths(target, head, prompts, args.big_tree, args.max_new_tokens, base.draft_vocab,
+                          base.draft_dtype)
+    rows = []
+    for n in sizes:
+        choices = fit_tree(paths, n)
+        sec = time_cycles(target, head, choices, prompts[:args.timing_prompts], args.timing_tokens,
+                          base.draft_vocab, base.draft_dtype)
+        tau = expected_tau(paths, choices)
+        rows.append({"nodes": len(choices), "depth": max(len(c) for c in choices), "tau_fit": round(tau, 3),
+                     "cycle_ms": round(1000 * sec, 2), "tokens_per_s_model": round(tau / sec, 2),
+                     "choices": choices})
+        print(f"n={len(choices):3d} depth={rows[-1]['depth']} tau_fit={tau:.3f} cycle={1000 * sec:6.1f} ms "
+              f"-> {tau / sec:6.1f} tok/s", flush=True)
+    best = max(rows, key=lambda r: r["tokens_per_s_model"])
+    out = args.out or os.path.join(TREES_DIR, f"{args.name}.json")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    report = {"name": args.name, "choices": best["choices"], "nodes": best["nodes"], "tau_fit": best["tau_fit"],
+              "fitted_on": {"prompts": args.prompts, "limit": args.limit, "max_new_tokens": args.max_new_tokens,
+                            "cycles": len(paths), "big_tree": args.big_tree,
+                            "big_tree_tau": round(expected_tau(paths, [list(p) for p in prefix_counts(paths)]), 3)},
+              "head": os.path.relpath(getattr(head, "path", None) or args.head), "target": target.name,
+              "draft": {"draft_vocab": base.draft_vocab, "draft_dtype": base.draft_dtype},
+              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "command": "python -m eagle_core.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
+              "wall_s": round(time.time() - t0, 1), "candidates": rows}
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"best: {best['nodes']} nodes, depth {best['depth']}, tau_fit {best['tau_fit']}, "
+          f"{best['cycle_ms']} ms/cycle -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
