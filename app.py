@@ -25,6 +25,8 @@ import gradio as gr  # noqa: E402
 import views  # noqa: E402
 from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
 from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
+from eagle_core.draft import TREE_PRESETS  # noqa: E402  (incl. trees fitted by eagle_core.tree_fit)
+from eagle_core.engine import default_config as _default_config  # noqa: E402
 
 try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
@@ -45,7 +47,8 @@ MAX_PROMPT_CHARS = 4000
 RANDOM_NOTICE = "Trained heads not found, using a random head: drafting is poor, verification stays exact."
 EXAMPLES = ["How can I learn Python quickly?", "Write a Python function that checks if a number is prime.",
             "What is 17 * 23? Explain step by step.", "What are three tips for a good night's sleep?"]
-PRESETS = ["cpu-4", "cpu-6", "cpu-12", "cpu-8", "mc_sim_7b_63"]
+DEFAULT_PRESET = _default_config("cpu").tree
+PRESETS = [DEFAULT_PRESET] + [p for p in TREE_PRESETS if p != DEFAULT_PRESET and not p.startswith("_")]
 
 
 class UserError(ValueError):
@@ -219,7 +222,7 @@ def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k
     from eagle_core.engine import default_config
     device = MODEL.target.device.type if MODEL.target is not None else "cpu"
     speed = default_config(device)   # the device's drafting precision and draft vocabulary (exact either way)
-    return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else "cpu-4", depth=d, top_k=k,
+    return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else DEFAULT_PRESET, depth=d, top_k=k,
                         total_tokens=n, temperature=t, top_p=p, max_new_tokens=m, seed=s,
                         draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)
 
@@ -571,7 +574,8 @@ def build_demo() -> gr.Blocks:
                         shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
                         tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
                                              label="Tree")
-                        preset = gr.Dropdown(PRESETS, value="cpu-4", label="Static tree preset")
+                        preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
+                                             info=f"{DEFAULT_PRESET}: this device's default")
                         depth = gr.Slider(1, 10, value=5, step=1, label="Depth (chain / dynamic)")
                         top_k = gr.Slider(1, 16, value=6, step=1, label="Top-k per node (dynamic)")
                         total = gr.Slider(2, 80, value=24, step=1, label="Total tokens (dynamic)")

@@ -373,7 +373,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     state = {"epoch": 0, "batch": 0, "step": 0, "train_s": 0.0, "tokens_seen": 0, "history": []}
     ckpt_path = os.path.join(cfg.run_dir, "checkpoint.pt")
     if os.path.exists(ckpt_path):
-        ck = torch.load(ckpt_path, weights_only=False, map_location="cpu")
+        ck = torch.load(ckpt_path, weights_only=True, map_location="cpu")
         if ck["config"]["shift"] != cfg.shift or ck["config"]["conversations"] != cfg.conversations:
             raise SystemExit(f"{ckpt_path} belongs to another run (shift/conversations differ); use --run-dir")
         acc.unwrap_model(head).load_state_dict(ck["head"])

@@ -25,6 +25,9 @@ def ambiguity_figure(rec, height: int = 560) -> go.Figure:
                                  hoverinfo="skip", showlegend=False, name="unshifted distance"))
         fig.add_trace(go.Scatter(x=[sx, rx], y=[sy, ry], mode="lines", line=dict(color=c, width=2.5),
                                  hoverinfo="skip", showlegend=False, name="shifted distance"))
+        # what the sampled token does: it moves the head's guess from the one shared guess toward its branch
+        fig.add_annotation(x=sx, y=sy, ax=ux, ay=uy, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
+                           arrowhead=2, arrowsize=1.2, arrowwidth=1.8, arrowcolor=c, opacity=0.75, text="")
         fig.add_trace(go.Scatter(
             x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"], textposition="top center",
             textfont=dict(size=16, color=c), marker=dict(size=20, color=c, symbol="circle",
