@@ -117,6 +117,10 @@ def time_cycles(target, head, choices, prompts, max_new_tokens: int, draft_vocab
         cfg = DecodeConfig(draft="static", tree=name, max_new_tokens=max_new_tokens, record_topk=0,
                            draft_vocab=draft_vocab, draft_dtype=draft_dtype)
         secs, n = 0.0, 0
+        warm = EagleDecoder(target, head, cfg, target.render_prompt(prompts[0]["prompt"]))
+        for _ in range(4):          # first calls build caches (packed head copy, draft LM head): not timed
+            if not warm.done:
+                warm.step()
         for item in prompts:
             dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
             while not dec.done:
@@ -137,11 +141,13 @@ def main(argv=None) -> int:
     ap.add_argument("--head", default="shifted")
     ap.add_argument("--big-tree", default="mc_sim_7b_63")
     ap.add_argument("--sizes", default="2,3,4,5,6,7,8,10,12,14,16,20,24")
-    ap.add_argument("--timing-prompts", type=int, default=3)
-    ap.add_argument("--timing-tokens", type=int, default=64)
+    ap.add_argument("--timing-prompts", type=int, default=5)
+    ap.add_argument("--timing-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--name", default="smollm2-cpu")
     ap.add_argument("--out", default=None, help="default assets/trees/NAME.json")
+    ap.add_argument("--reuse-paths", default=None, metavar="JSON",
+                    help="take the rank paths from an earlier output instead of decoding again (re-time only)")
     args = ap.parse_args(argv)
     import torch
     from .bench import BenchError, load_prompts
@@ -160,8 +166,13 @@ def main(argv=None) -> int:
         return 2
     base = default_config(target.device.type)
     t0 = time.time()
-    paths = collect_paths(target, head, prompts, args.big_tree, args.max_new_tokens, base.draft_vocab,
-                          base.draft_dtype)
+    if args.reuse_paths:
+        with open(args.reuse_paths) as f:
+            old = json.load(f)
+        paths = [tuple(p) for p, k in old["rank_paths"] for _ in range(k)]
+    else:
+        paths = collect_paths(target, head, prompts, args.big_tree, args.max_new_tokens, base.draft_vocab,
+                              base.draft_dtype)
     rows = []
     for n in sizes:
         choices = fit_tree(paths, n)
@@ -178,13 +189,14 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     report = {"name": args.name, "choices": best["choices"], "nodes": best["nodes"], "tau_fit": best["tau_fit"],
               "fitted_on": {"prompts": args.prompts, "limit": args.limit, "max_new_tokens": args.max_new_tokens,
-                            "cycles": len(paths), "big_tree": args.big_tree,
+                            "cycles": len(paths), "big_tree": args.big_tree, "paths_reused_from": args.reuse_paths,
                             "big_tree_tau": round(expected_tau(paths, [list(p) for p in prefix_counts(paths)]), 3)},
               "head": os.path.relpath(getattr(head, "path", None) or args.head), "target": target.name,
               "draft": {"draft_vocab": base.draft_vocab, "draft_dtype": base.draft_dtype},
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
               "command": "python -m eagle_core.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
-              "wall_s": round(time.time() - t0, 1), "candidates": rows}
+              "wall_s": round(time.time() - t0, 1), "candidates": rows,
+              "rank_paths": [[list(p), k] for p, k in sorted(Counter(paths).items(), key=lambda x: -x[1])]}
     with open(out, "w") as f:
         json.dump(report, f, indent=1)
     print(f"best: {best['nodes']} nodes, depth {best['depth']}, tau_fit {best['tau_fit']}, "
