@@ -609,7 +609,9 @@ def build_demo() -> gr.Blocks:
                 gr.Markdown("The draft head predicts the target's **feature**. After “How can I” the next feature "
                             "depends on which token gets sampled. The **unshifted** head sees only (f_I, e(I)) and "
                             "makes one prediction for all branches; the **shifted** EAGLE head sees the sampled "
-                            "token (f_I, e(t)) and lands on each branch.")
+                            "token (f_I, e(t)), so each prediction moves toward its own branch (arrows). With the "
+                            "small shipped heads the move is partial in feature space; the next-token distributions "
+                            "(right) show what it buys: the shifted guess drafts what the target will say.")
                 with gr.Row():
                     prefix = gr.Textbox(value="How can I", label="Prefix (the last token plays “I”)", scale=3)
                     branches = gr.Slider(2, 6, value=4, step=1, label="Branches", scale=1)

@@ -2,7 +2,7 @@
 
 After "How can I" the target may continue with several tokens t (branches). The feature at t depends on which
 t was sampled. A head that sees only (f_I, e(I)) -- the unshifted ablation -- makes ONE prediction for every
-branch, which falls between them; the shifted EAGLE head sees (f_I, e(t)) and lands on each branch.
+branch, which falls between them; the shifted EAGLE head sees (f_I, e(t)) and can land on each branch.
 
 Everything is computed from the real target and heads; the result is a plain dataclass record (`asdict`
 gives JSON) that the view draws. Indexing follows the drafter: tokens t_0..t_{n-1} of the prefix (t_{n-1} is

@@ -39,7 +39,8 @@ STEPS = [
          text="The head predicts the target's internal feature, not just a token. But after “How can I” the "
               "feature depends on which word was sampled next: “use”, “make”, “get”... A head that does not "
               "know the sampled word must average over them and lands between the branches. EAGLE feeds the "
-              "sampled token to the head (shifted by one), and each prediction lands on its own branch.",
+              "sampled token to the head (shifted by one), and each prediction moves to its own branch: "
+              "compare the next-token bars of the shifted and unshifted guesses.",
          view="ambiguity", preset=dict()),
     dict(title="6. Tree vs chain",
          text="A chain drafts a single guess per step: one miss early and the rest is wasted. A tree keeps "
