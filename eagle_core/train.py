@@ -313,7 +313,8 @@ def train(cfg: TrainConfig, target=None) -> dict:
     random.seed(cfg.seed)
     t_start = time.time()
     if target is None:
-        target = load_target(cfg.target, device=str(acc.device))
+        # plain kernels: extraction runs under bf16 autocast, which pre-packed fp32 weights would bypass
+        target = load_target(cfg.target, device=str(acc.device), pack=False)
 
     # 1. features (main process extracts; the others wait)
     if main and cfg.extract:

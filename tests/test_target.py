@@ -37,3 +37,13 @@ def test_frozen_linear_shares_and_matches():
             assert torch.allclose(lin(x).float(), ref.float(), atol=2e-2 if dt == torch.bfloat16 else 1e-5)
     same = w.clone()
     assert frozen_linear(same, None).weight.data_ptr() == same.data_ptr()   # no copy of the weight
+
+
+def test_packing_leaves_the_global_rng_alone(real_tokenizer):
+    model = tiny_llama(seed=4)
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", pack=True)
+    assert target.packed_linears > 0
+    assert torch.equal(torch.rand(3), expected)
