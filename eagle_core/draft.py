@@ -13,9 +13,9 @@ and dropped afterwards.
 """
 from __future__ import annotations
 
-import math
 import glob
 import json
+import math
 import os
 import warnings
 from dataclasses import dataclass, field

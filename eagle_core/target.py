@@ -32,7 +32,7 @@ def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8) -> int:
 
     Why: on a CPU an [M x K] @ [K x N] product with a small M (one decoded token, or the 4-16 tokens of a draft
     tree) re-packs the whole weight on every call; for SmolLM2-135M in fp32 that made a 4-token pass cost 1.4x a
-    1-token pass. Packed once, 8 tokens cost ~1.15x of one, which is the regime speculative decoding needs (and
+    1-token pass. Packed once, 6 tokens cost ~1.05x and 8 tokens ~1.2x of one, which is the regime speculative decoding needs (and
     plain decoding gets faster too: the benchmark's baselines share this model). The `weight` parameters stay
     (the draft head and the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many
     layers were packed (0 where oneDNN is unavailable).
