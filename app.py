@@ -219,9 +219,8 @@ def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k
         draft = "static"
     if draft == "static" and preset not in PRESETS:
         raise UserError(f"unknown tree preset {preset!r}")
-    from eagle_core.engine import default_config
     device = MODEL.target.device.type if MODEL.target is not None else "cpu"
-    speed = default_config(device)   # the device's drafting precision and draft vocabulary (exact either way)
+    speed = _default_config(device)   # the device's drafting precision and draft vocabulary (exact either way)
     return DecodeConfig(draft=draft, tree=preset if preset in PRESETS else DEFAULT_PRESET, depth=d, top_k=k,
                         total_tokens=n, temperature=t, top_p=p, max_new_tokens=m, seed=s,
                         draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)

@@ -290,7 +290,7 @@ def generate(target, head, cfg: DecodeConfig, prompt_ids: list[int], prompt: str
 def default_config(device_type: str = "cpu") -> DecodeConfig:
     """Defaults per device: a CPU pays for every verified token, a GPU verifies a wide tree almost for free."""
     if device_type == "cpu":
-        # a CPU pays for every verified token, so a small static tree wins: the one eagle_core.tree_fit fitted
+        # a small static tree: the one eagle_core.tree_fit fitted
         # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json), else cpu-4;
         # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x (output stays exact)
         tree = "smollm2-cpu" if "smollm2-cpu" in TREE_PRESETS else "cpu-4"

@@ -93,16 +93,13 @@ def load_tree_file(path: str) -> list[list[int]]:
 # ------------------------------------------------------------------------------------------ measuring
 def collect_paths(target, head, prompts, big_tree: str, max_new_tokens: int, draft_vocab: int, draft_dtype: str,
                   progress=print) -> list[tuple[int, ...]]:
-    from .engine import DecodeConfig, EagleDecoder
+    from .engine import DecodeConfig, stream
     cfg = DecodeConfig(draft="static", tree=big_tree, max_new_tokens=max_new_tokens, record_topk=0,
                        draft_vocab=draft_vocab, draft_dtype=draft_dtype)
     paths = []
     for k, item in enumerate(prompts):
-        dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
-        while not dec.done:
-            rec = dec.step()
-            if rec.cycle > 0:
-                paths.append(rank_path(rec))
+        paths += [rank_path(rec) for rec in stream(target, head, cfg, target.render_prompt(item["prompt"]))
+                  if rec.cycle > 0]
         progress(f"[paths] prompt {k + 1}/{len(prompts)}: {len(paths)} cycles")
     return paths
 
@@ -110,25 +107,18 @@ def collect_paths(target, head, prompts, big_tree: str, max_new_tokens: int, dra
 def time_cycles(target, head, choices, prompts, max_new_tokens: int, draft_vocab: int, draft_dtype: str) -> float:
     """Mean wall seconds of one draft + verify cycle with this tree (the real decoder, lean records)."""
     from . import draft as D
-    from .engine import DecodeConfig, EagleDecoder
+    from .engine import DecodeConfig, stream
     name = "_tree_fit_candidate"
     D.TREE_PRESETS[name] = choices
     try:
         cfg = DecodeConfig(draft="static", tree=name, max_new_tokens=max_new_tokens, record_topk=0,
                            draft_vocab=draft_vocab, draft_dtype=draft_dtype)
-        secs, n = 0.0, 0
-        warm = EagleDecoder(target, head, cfg, target.render_prompt(prompts[0]["prompt"]))
-        for _ in range(4):          # first calls build caches (packed head copy, draft LM head): not timed
-            if not warm.done:
-                warm.step()
-        for item in prompts:
-            dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
-            while not dec.done:
-                rec = dec.step()
-                if rec.cycle > 0:
-                    secs += rec.draft_seconds + rec.verify_seconds + rec.other_seconds
-                    n += 1
-        return secs / max(1, n)
+        # first calls build caches (packed head copy, draft LM head): 4 cycles not timed
+        for _ in zip(range(4), stream(target, head, cfg, target.render_prompt(prompts[0]["prompt"]))):
+            pass
+        secs = [r.draft_seconds + r.verify_seconds + r.other_seconds for item in prompts
+                for r in stream(target, head, cfg, target.render_prompt(item["prompt"])) if r.cycle > 0]
+        return sum(secs) / max(1, len(secs))
     finally:
         D.TREE_PRESETS.pop(name, None)
 
