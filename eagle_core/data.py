@@ -25,6 +25,7 @@ import json
 import os
 import random
 import time
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -177,11 +178,16 @@ def _render_text(tokenizer, messages, add_generation_prompt=False) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
 
+_EOT_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def end_of_turn_text(tokenizer) -> str:
-    for name in ("<|im_end|>", "<|eot_id|>", "<|end|>"):
-        if name in tokenizer.get_vocab():
-            return name
-    return tokenizer.eos_token or ""
+    # cached per tokenizer: get_vocab() builds a 49k-entry dict, and this runs once per rendered conversation
+    if tokenizer not in _EOT_CACHE:
+        vocab = tokenizer.get_vocab()
+        names = [n for n in ("<|im_end|>", "<|eot_id|>", "<|end|>") if n in vocab]
+        _EOT_CACHE[tokenizer] = names[0] if names else (tokenizer.eos_token or "")
+    return _EOT_CACHE[tokenizer]
 
 
 def render_with_mask(tokenizer, messages, max_len: int | None = None):
