@@ -158,6 +158,8 @@ def test_ambiguity_views():
 def test_show_token():
     assert show_token(" I") == "␣I" and show_token("\n") == "↵" and show_token("") == "∅"
     assert len(show_token("x" * 40)) == 14
+    # indentation tokens stay distinguishable from a bare newline; inner spaces stay plain
+    assert show_token("\n  ") == "↵␣␣" and show_token("  ") == "␣␣" and show_token(" a b") == "␣a b"
 
 
 def test_walkthrough_steps_and_figures():

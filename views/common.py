@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import re
 
 # status colours (colour-blind friendly enough: green / red / grey differ in lightness too)
 ACCEPTED = "#1a9850"
@@ -38,12 +39,12 @@ def as_dicts(records):
 
 
 def show_token(text: str, limit: int = 14) -> str:
-    """A token's text made visible: spaces as '␣' at the start, newlines as '↵', tabs as '⇥'."""
+    """A token's text made visible: newlines as '↵', tabs as '⇥', and spaces as '␣' where a label would hide
+    them (at either end, after a newline), so that '\\n' and '\\n  ' (newline + indent) read differently."""
     if text is None:
         return ""
     s = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
-    if s.startswith(" "):
-        s = "␣" + s[1:]
+    s = re.sub(r"^ +| +$|(?<=[↵⇥]) +", lambda m: "␣" * len(m.group()), s)
     if s == "":
         s = "∅"
     if len(s) > limit:
