@@ -44,6 +44,10 @@ class Branch:
     vocab: list[TokenP] = field(default_factory=list)            # prob = target's
     vocab_shifted: list[float] = field(default_factory=list)
     vocab_unshifted: list[float] = field(default_factory=list)
+    # full-dimensional check of "lands on its branch": distance from this branch's shifted prediction to every
+    # branch's real feature, and the branch whose real feature is nearest (== own index: it lands on its branch)
+    dist_to_branches: list[float] = field(default_factory=list)
+    nearest_branch: int = -1
 
 
 @dataclass
@@ -60,6 +64,7 @@ class AmbiguityRecord:
     mean_dist_shifted: float
     mean_dist_unshifted: float
     pca_fit: str = "real branch features"
+    unshifted_nearest: int = -1           # the branch whose real feature the unshifted guess is nearest to
     context: str = "plain text"           # or the chat template (the prefix starts the assistant's reply)
     note: str = ""
 
@@ -153,6 +158,7 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     var = (s ** 2) / (s ** 2).sum().clamp_min(1e-12)
     var = torch.cat([var, var.new_zeros(2)])[:2]
     text = target.token_text
+    cross = torch.cdist(sh, real)                               # [B, B]: shifted prediction b -> real feature c
     branches = []
     for b in range(B):
         ds = float((sh[b] - real[b]).norm())
@@ -172,13 +178,15 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
             unshifted_next=_topk(un_next, k, text),
             vocab=[TokenP(t, text(t), float(real_next[b, t])) for t in union],
             vocab_shifted=[float(sh_next[b, t]) for t in union],
-            vocab_unshifted=[float(un_next[t]) for t in union]))
+            vocab_unshifted=[float(un_next[t]) for t in union],
+            dist_to_branches=[float(d) for d in cross[b]], nearest_branch=int(cross[b].argmin())))
     return AmbiguityRecord(
         prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]),
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
         pca_fit="real branch features" if B >= 3 else "all features shown",
+        unshifted_nearest=int(torch.cdist(un, real)[0].argmin()),
         context="start of the assistant's reply (chat template)" if start else "plain text",
         mean_dist_shifted=sum(b.dist_shifted for b in branches) / B,
         mean_dist_unshifted=sum(b.dist_unshifted for b in branches) / B)

@@ -237,6 +237,10 @@ def test_ambiguity_matches_the_drafters_convention(url):
     rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], "How can I", 3)
     assert len(rec.branches) == 3 and rec.last_token.strip() == "I"
     assert all(br.vocab and len(br.vocab) == len(br.vocab_shifted) for br in rec.branches)
+    for br in rec.branches:  # the nearest-branch check agrees with the distances it reports
+        assert abs(br.dist_to_branches[rec.branches.index(br)] - br.dist_shifted) < 1e-3
+        assert br.nearest_branch == min(range(3), key=lambda c: br.dist_to_branches[c])
+    assert 0 <= rec.unshifted_nearest < 3
     with pytest.raises(ValueError):
         compute_ambiguity(target, heads["shifted"], heads["unshifted"], "  ")
 

@@ -152,6 +152,12 @@ def test_ambiguity_views():
     d = ambiguity_dist_figure(rec)
     assert len(d.data) == 6
     assert "distance shifted" in ambiguity_html(rec)
+    assert "of 2 shifted predictions" not in ambiguity_html(rec)  # an old record (no nearest-branch fields)
+    rec["branches"][0].update(nearest_branch=0, dist_to_branches=[1.0, 2.0])
+    rec["branches"][1].update(nearest_branch=0, dist_to_branches=[1.5, 2.0])
+    rec["unshifted_nearest"] = 1
+    h = ambiguity_html(rec)
+    assert "<b>1 of 2</b> shifted predictions" in h and "nearest to “␣get”" in h and h.count("✓") == 1
     json.dumps(rec)
 
 

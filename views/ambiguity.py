@@ -96,10 +96,17 @@ def ambiguity_html(rec) -> str:
     rec = as_dict(rec)
     if not rec:
         return ""
+    brs = rec["branches"]
+
+    def nearest(i):  # the branch whose real feature a prediction is nearest to, in the full feature space
+        return f"{esc(show_token(brs[i]['text']))}" if 0 <= i < len(brs) else "–"
+
     rows = "".join(
         f"<tr><td><b>{esc(show_token(b['text']))}</b></td><td>{pct(b['p'])}</td>"
         f"<td>{b['dist_shifted']:.2f}</td><td>{b['dist_unshifted']:.2f}</td>"
-        f"<td>{b['cos_shifted']:.2f}</td><td>{b['cos_unshifted']:.2f}</td></tr>" for b in rec["branches"])
+        f"<td>{b['cos_shifted']:.2f}</td><td>{b['cos_unshifted']:.2f}</td>"
+        f"<td>{nearest(b.get('nearest_branch', -1))}{' ✓' if b.get('nearest_branch', -1) == i else ''}</td></tr>"
+        for i, b in enumerate(brs))
     toks = " · ".join(esc(show_token(t)) for t in rec["prefix_tokens"])
     note = f"<p class='el-note'>{esc(rec['note'])}</p>" if rec.get("note") else ""
     ds, du = rec["mean_dist_shifted"], rec["mean_dist_unshifted"]
@@ -110,9 +117,15 @@ def ambiguity_html(rec) -> str:
     else:
         verdict = (f"<p>Here the shifted head is not clearly closer ({ds:.2f} vs {du:.2f}); "
                    f"with an untrained (random) head neither prediction means anything.</p>")
+    if brs and all(b.get("nearest_branch", -1) >= 0 for b in brs):
+        hits = sum(b["nearest_branch"] == i for i, b in enumerate(brs))
+        verdict += (f"<p>In the full {'feature'} space, <b>{hits} of {len(brs)}</b> shifted predictions lie nearest to "
+                    f"their own branch's real feature (a 2-D projection can hide this); the unshifted guess, one for "
+                    f"all, lies nearest to “{nearest(rec.get('unshifted_nearest', -1))}”.</p>")
     note = verdict + note
     ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
     return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
             f"unshifted <code>{esc(rec['unshifted_head'])}</code>.</p>"
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
-            "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th></tr>" + rows + "</table>")
+            "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th>"
+            "<th>shifted prediction nearest to</th></tr>" + rows + "</table>")
