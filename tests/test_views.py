@@ -76,6 +76,12 @@ def test_tree_prefill_and_bonus():
     assert "prefill" in fig.layout.title.text
     fig = tree_figure(synthetic_cycle(kind="bonus"))
     assert "bonus (target's token)" in names(fig)
+    assert "cut at" not in fig.layout.title.text
+    # the last cycle of a run can commit fewer tokens than it verified; the caption says why
+    cut = dataclasses.asdict(synthetic_cycle(kind="bonus"))
+    cut.update(new_tokens=cut["new_tokens"][:1], finished="max_new_tokens")
+    t = tree_figure(cut).layout.title.text
+    assert "= 1 new token(s) (cut at max new tokens)" in t, t
 
 
 def test_probs_figure_greedy_and_sampling():

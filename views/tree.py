@@ -56,6 +56,14 @@ def _hover(n: dict) -> str:
     return "<br>".join(lines)
 
 
+def _cut_note(rec) -> str:
+    """Why a cycle committed fewer tokens than it verified (accepted + 1): the stop token or the token budget."""
+    if len(rec.get("new_tokens") or []) >= rec.get("accept_length", 0) + 1:
+        return ""
+    why = {"eos": "the stop token", "max_new_tokens": "max new tokens", "context": "the context limit"}
+    return f" (cut at {why.get(rec.get('finished'), 'the end')})"
+
+
 def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
     """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
     rec = as_dict(rec)
@@ -131,7 +139,8 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
     t = title or (f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
                   if rec["cycle"] == 0 else
                   f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
-                  f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)")
+                  f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)"
+                  + _cut_note(rec))
     row_px = 50 if rows <= 16 else 34                 # big trees: tighter rows, smaller labels
     base_layout(fig, t, height=height or max(340, min(1700, 150 + row_px * rows)),
                 legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
