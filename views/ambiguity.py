@@ -119,7 +119,7 @@ def ambiguity_html(rec) -> str:
                    f"with an untrained (random) head neither prediction means anything.</p>")
     if brs and all(b.get("nearest_branch", -1) >= 0 for b in brs):
         hits = sum(b["nearest_branch"] == i for i, b in enumerate(brs))
-        verdict += (f"<p>In the full {'feature'} space, <b>{hits} of {len(brs)}</b> shifted predictions lie nearest to "
+        verdict += (f"<p>In the full feature space, <b>{hits} of {len(brs)}</b> shifted predictions lie nearest to "
                     f"their own branch's real feature (a 2-D projection can hide this); the unshifted guess, one for "
                     f"all, lies nearest to “{nearest(rec.get('unshifted_nearest', -1))}”.</p>")
     note = verdict + note
