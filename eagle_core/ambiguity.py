@@ -159,10 +159,10 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     var = torch.cat([var, var.new_zeros(2)])[:2]
     text = target.token_text
     cross = torch.cdist(sh, real)                               # [B, B]: shifted prediction b -> real feature c
+    un_dist = torch.cdist(un, real)[0]                          # [B]: the unshifted guess -> real feature c
     branches = []
     for b in range(B):
-        ds = float((sh[b] - real[b]).norm())
-        du = float((un[0] - real[b]).norm())
+        ds, du = float(cross[b, b]), float(un_dist[b])
         cs = float(torch.cosine_similarity(sh[b], real[b], 0))
         cu = float(torch.cosine_similarity(un[0], real[b], 0))
         union = []
@@ -186,7 +186,7 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
         pca_fit="real branch features" if B >= 3 else "all features shown",
-        unshifted_nearest=int(torch.cdist(un, real)[0].argmin()),
+        unshifted_nearest=int(un_dist.argmin()),
         context="start of the assistant's reply (chat template)" if start else "plain text",
         mean_dist_shifted=sum(b.dist_shifted for b in branches) / B,
         mean_dist_unshifted=sum(b.dist_unshifted for b in branches) / B)

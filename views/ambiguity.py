@@ -99,7 +99,7 @@ def ambiguity_html(rec) -> str:
     brs = rec["branches"]
 
     def nearest(i):  # the branch whose real feature a prediction is nearest to, in the full feature space
-        return f"{esc(show_token(brs[i]['text']))}" if 0 <= i < len(brs) else "–"
+        return esc(show_token(brs[i]["text"])) if 0 <= i < len(brs) else "–"
 
     rows = "".join(
         f"<tr><td><b>{esc(show_token(b['text']))}</b></td><td>{pct(b['p'])}</td>"
