@@ -267,25 +267,29 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            logp = warp(self.lm(frontier_feats[0]).float())   # [F, K] draft log-probs
+            small = warp(self.lm(frontier_feats[0]).float())   # [F, K] draft log-probs over the draft vocabulary
+            logp = small
             if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
-                logp = logp.new_full((logp.shape[0], self.vocab_size), float("-inf")).index_copy_(
-                    1, self.vocab_ids, logp)
+                logp = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(
+                    1, self.vocab_ids, small)
             for i, v in enumerate(frontier):
                 tree.dists[v] = logp[i]
-            # --- choose children of every frontier node
+            # --- choose children of every frontier node (ranked over the draft vocabulary: a 6x smaller top-k;
+            #     the tokens outside it have q = 0 and are never chosen while it has k tokens)
             if spec.kind == "dynamic":
                 k = spec.top_k
-                picks = torch.topk(logp, k, dim=-1)
-                kids = [(v, picks.indices[i].tolist(), picks.values[i].tolist()) for i, v in enumerate(frontier)]
             else:
                 want = [self._children_of_path.get(paths[v], []) for v in frontier]
                 k = max((max(w) + 1 for w in want if w), default=0)
                 if k == 0:
                     break
-                idx = gumbel_topk(logp, k, generator) if sample else torch.topk(logp, k, dim=-1).indices
-                vals = logp.gather(-1, idx)
-                idx_l, vals_l = idx.tolist(), vals.tolist()
+            pool, ids = (small, self.vocab_ids) if k <= small.shape[-1] else (logp, None)
+            idx = gumbel_topk(pool, k, generator) if sample else torch.topk(pool, k, dim=-1).indices
+            vals_l = pool.gather(-1, idx).tolist()
+            idx_l = (idx if ids is None else ids[idx]).tolist()
+            if spec.kind == "dynamic":
+                kids = [(v, idx_l[i], vals_l[i]) for i, v in enumerate(frontier)]
+            else:
                 kids = [(v, idx_l[i][:len(want[i])], vals_l[i][:len(want[i])]) for i, v in enumerate(frontier)]
             new_nodes = []
             for fi, (v, toks, lps) in enumerate(kids):

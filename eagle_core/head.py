@@ -24,6 +24,8 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
 
+from .attention import MAX_QUERIES, small_query_attention
+
 SHIFTS = ("shifted", "unshifted")
 HEAD_WEIGHTS = "model.safetensors"
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
@@ -89,6 +91,9 @@ class HeadAttention(nn.Module):
         k = k * cos + rotate_half(k) * sin
         if cache is not None:
             k, v = cache.append(k, v)
+        if attn_mask is not None and n <= MAX_QUERIES:  # drafting: a few queries over the cache, no K/V copies
+            o = small_query_attention(q, k, v, attn_mask)
+            return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
         rep = self.n_heads // self.n_kv
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)

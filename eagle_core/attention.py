@@ -1,0 +1,61 @@
+"""Attention for a few query tokens over a long KV cache under an additive mask: the shape of every tree
+verification pass (the drafted nodes over the committed prefix) and of every draft-head step.
+
+PyTorch's SDPA has no good CPU kernel for this case: with an explicit mask it runs the flash kernel, whose tiling
+is built for long queries, and the caller first copies K and V once per query-head group (`repeat_kv`). For 6
+queries over 300 keys that cost 2-3x the plain matmul-softmax-matmul below, which reads K and V once per KV
+head, without copies. Single-token decoding (no mask), prefills and boolean masks keep transformers' SDPA path
+untouched, so plain decoding and `generate` run exactly the kernels they ran before.
+"""
+from __future__ import annotations
+
+import torch
+
+IMPLEMENTATION = "eagle_lens_sdpa"
+MAX_QUERIES = 64     # above this (a prefill) the flash kernel is the better choice
+
+
+def small_query_attention(query, key, value, mask, scale: float | None = None) -> torch.Tensor:
+    """softmax(q k^T * scale + mask) v with grouped-query heads.
+
+    query [B, H, n, d]; key, value [B, G, L, d] with H a multiple of G; mask additive, broadcastable to
+    [B, 1, n, L]. Returns [B, H, n, d] (the layout of scaled_dot_product_attention).
+    """
+    B, H, n, d = query.shape
+    G = key.shape[1]
+    r = H // G
+    scale = d ** -0.5 if scale is None else scale
+    # the r query heads of one KV group share K: fold them into the query axis, one matmul per group
+    scores = torch.matmul(query.reshape(B, G, r * n, d), key.transpose(-1, -2)).mul_(scale)
+    scores = scores.view(B, G, r, n, -1).add_(mask.unsqueeze(2)).view(B, G, r * n, -1)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    return torch.matmul(probs, value).view(B, H, n, d)
+
+
+def tree_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
+                           scaling: float | None = None, **kwargs):
+    """A transformers attention function: the small-query path for masked passes of a few tokens, else SDPA."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    n = query.shape[2]
+    if (attention_mask is None or attention_mask.dtype == torch.bool or n == 1 or n > MAX_QUERIES
+            or dropout > 0 or query.device.type != "cpu" or kwargs.get("position_bias") is not None):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    out = small_query_attention(query, key, value, attention_mask[:, :, :, :key.shape[2]], scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_tree_attention(model) -> bool:
+    """Route a CPU model's SDPA attention through tree_attention_forward (masks are still built by SDPA's rules).
+
+    Only models that run SDPA switch; eager or flash models are left as they are. Returns whether it switched.
+    """
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    cfg = model.config
+    if getattr(cfg, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
+        return False
+    AttentionInterface.register(IMPLEMENTATION, tree_attention_forward)
+    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+    cfg._attn_implementation = IMPLEMENTATION
+    return True
