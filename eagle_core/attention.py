@@ -10,6 +10,7 @@ untouched, so plain decoding and `generate` run exactly the kernels they ran bef
 from __future__ import annotations
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 IMPLEMENTATION = "eagle_lens_sdpa"
 MAX_QUERIES = 64     # above this (a prefill) the flash kernel is the better choice
@@ -35,7 +36,6 @@ def small_query_attention(query, key, value, mask, scale: float | None = None) -
 def tree_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
                            scaling: float | None = None, **kwargs):
     """A transformers attention function: the small-query path for masked passes of a few tokens, else SDPA."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
     n = query.shape[2]
     if (attention_mask is None or attention_mask.dtype == torch.bool or n == 1 or n > MAX_QUERIES
             or dropout > 0 or query.device.type != "cpu" or kwargs.get("position_bias") is not None):
