@@ -65,6 +65,8 @@ class TrainConfig:
     extract: bool = True               # --no-extract: train on the shards already on disk, extract nothing
     extract_minutes: float | None = None  # stop extracting (at a shard boundary) after this many minutes
     init: str | None = None            # start from this head folder's weights (a second training phase)
+    selfgen_dir: str | None = None     # also train on these shards of the target's own answers (regenerate.py)
+    selfgen_repeat: int = 1            # each self-generated sequence counts this many times per epoch
 
     def resolve(self):
         self.data_dir = self.data_dir or os.path.join("data", f"feats-{self.max_len}")
@@ -258,6 +260,18 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
             "tau_chain": 1 + sum(chain), "positions": agree_n[0]}
 
 
+def selfgen_sequences(folder: str, held_ids) -> list:
+    """Self-distilled sequences (ids 'gen:<conversation id>'); refuses any whose prompt is a held-out chat's."""
+    seqs = D.FeatureStore(folder).seqs
+    held_base = {D.base_id(c) for c in held_ids}
+    bad = [s.conv_id for s in seqs if not s.conv_id.startswith("gen:") or D.base_id(s.conv_id[4:]) in held_base]
+    if bad:
+        raise SystemExit(f"{folder}: {len(bad)} sequences are not self-generated training prompts (e.g. {bad[0]})")
+    if not seqs:
+        raise SystemExit(f"no self-generated shards in {folder} (python -m eagle_core.regenerate)")
+    return seqs
+
+
 def _mask_upto(m, depth, nc):
     """Chains (start c) whose entries c..c+depth are all counted positions."""
     out = torch.ones(m.shape[0], nc, dtype=torch.bool, device=m.device)
@@ -340,6 +354,21 @@ def train(cfg: TrainConfig, target=None) -> dict:
     n_asst = sum(int(s.loss_mask.sum()) for s in train_seqs)
     log(f"train: {len(train_seqs)} sequences, {n_tok} tokens ({n_asst} assistant); "
         f"held-out eval: {len(held_store.seqs)} sequences, {held_store.tokens} tokens")
+    selfgen = None
+    if cfg.selfgen_dir:
+        gen_seqs = selfgen_sequences(cfg.selfgen_dir, held_ids)
+        selfgen = {"dir": cfg.selfgen_dir, "sequences": len(gen_seqs),
+                   "tokens": sum(len(s.input_ids) for s in gen_seqs),
+                   "answer_tokens": sum(int(s.loss_mask.sum()) for s in gen_seqs), "repeat": cfg.selfgen_repeat,
+                   "source": "the target's own answers to first turns of training conversations "
+                             "(python -m eagle_core.regenerate; features captured during generation)"}
+        meta_path = os.path.join(cfg.selfgen_dir, "meta.json")
+        if os.path.exists(meta_path):
+            with open(meta_path) as f:
+                selfgen["meta"] = json.load(f)
+        train_seqs = train_seqs + gen_seqs * cfg.selfgen_repeat
+        log(f"self-distilled: {len(gen_seqs)} sequences, {selfgen['tokens']} tokens "
+            f"({selfgen['answer_tokens']} answer tokens), each counted {cfg.selfgen_repeat}x per epoch")
 
     # 2. vocabulary of the soft-target CE
     vocab_ids, coverage = None, 1.0
@@ -473,7 +502,8 @@ def train(cfg: TrainConfig, target=None) -> dict:
                              + (", CPU bf16 autocast pass" if metas["train"].get("autocast_bf16") else ""),
                  "extract_tokens_per_s": metas["train"].get("extract_tokens_per_s_this_run"),
                  "extract_wall_s": metas["train"].get("extract_wall_s_this_run"),
-                 "feature_shards": {k: v for k, v in metas.items()}},
+                 "feature_shards": {k: v for k, v in metas.items()},
+                 "self_distilled": selfgen},
         "recipe": {"loss": f"SmoothL1(f_hat, f) + {cfg.p_weight} * soft-target CE(lm(f) || lm(f_hat)), assistant tokens",
                    "ce_vocabulary": (f"top {len(vocab_ids)} assistant tokens by count "
                                      f"(covering {coverage:.4f} of assistant tokens); drafting uses the full LM head"

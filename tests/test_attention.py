@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 from conftest import tiny_llama
-from eagle_core.attention import IMPLEMENTATION, small_query_attention, tree_attention_forward
+from eagle_core.attention import (IMPLEMENTATION, batched_decode_attention_forward, small_query_attention,
+                                  tree_attention_forward)
 from eagle_core.draft import DraftTree
 from eagle_core.engine import PreallocatedLayer, keep_cache_entries, new_kv_cache, tree_attention_mask
 from eagle_core.target import load_target
@@ -68,6 +69,29 @@ def test_tree_attention_forward_routes():
     b, _ = sdpa_attention_forward(_Module(), q6, k, v, mask, scaling=0.25)
     assert a.shape == b.shape == (1, 6, 4, 16)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_batched_decode_attention_matches_sdpa_with_left_padding():
+    """regenerate.py's 1-token steps of a left-padded batch: same numbers as SDPA, and the padding is masked."""
+    torch.manual_seed(1)
+    q, k, v = torch.randn(3, 4, 1, 16), torch.randn(3, 2, 30, 16), torch.randn(3, 2, 30, 16)
+    pad = torch.ones(3, 1, 1, 30, dtype=torch.bool)
+    pad[0, ..., :7] = False
+    pad[2, ..., :2] = False
+    for mask in (pad, None):
+        a, _ = batched_decode_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+        b, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25)
+        assert a.shape == b.shape == (3, 1, 4, 16)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    padded, _ = batched_decode_attention_forward(_Module(), q, k, v, pad, scaling=0.25)
+    unpadded, _ = batched_decode_attention_forward(_Module(), q, k, v, None, scaling=0.25)
+    assert not torch.allclose(padded[0], unpadded[0]) and torch.allclose(padded[1], unpadded[1])
+    # a prefill (several queries, where padding rows see no key) stays exactly on SDPA
+    q5 = torch.randn(3, 4, 5, 16)
+    causal = torch.ones(3, 1, 5, 30, dtype=torch.bool).tril(25)
+    a, _ = batched_decode_attention_forward(_Module(), q5, k, v, causal, scaling=0.25)
+    b, _ = sdpa_attention_forward(_Module(), q5, k, v, causal, scaling=0.25)
+    assert torch.equal(a, b)
 
 
 def test_cpu_target_uses_tree_attention_and_matches_sdpa(monkeypatch):

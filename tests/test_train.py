@@ -224,3 +224,32 @@ def test_cli_end_to_end_and_resume(target, tmp_path):
                                               "--init", str(tmp_path / "head"), "--no-progress", "--no-extract"]
     card3 = T.train(T.parse_args(args3), target=target)
     assert card3["initialised_from"] == str(tmp_path / "head") and card3["previous_phase"]["steps"] == card["steps"]
+    # self-distilled sequences (regenerate.py's shards) join the training set, counted --selfgen-repeat times
+    train_seqs = D.FeatureStore(str(tmp_path / "feats" / "train")).seqs
+    gen_dir = tmp_path / "selfgen"
+    gen_dir.mkdir()
+    D._save_shard(str(gen_dir / "shard-gen0000.pt"),
+                  [D.Sequence("gen:" + s.conv_id, s.input_ids, s.features, s.loss_mask) for s in train_seqs[:2]])
+    args4 = args3[:args3.index("--run-dir")] + ["--run-dir", str(tmp_path / "run3"), "--out", str(tmp_path / "head3"),
+                                                "--init", str(tmp_path / "head"), "--no-progress", "--no-extract",
+                                                "--selfgen-dir", str(gen_dir), "--selfgen-repeat", "3"]
+    card4 = T.train(T.parse_args(args4), target=target)
+    sd = card4["data"]["self_distilled"]
+    assert sd["sequences"] == 2 and sd["repeat"] == 3
+    assert sd["answer_tokens"] == sum(int(s.loss_mask.sum()) for s in train_seqs[:2])
+    assert card4["steps"] > card3["steps"]
+
+
+def test_selfgen_sequences_refuse_heldout_prompts(tmp_path):
+    held = D.heldout_ids()[0]
+    seq = D.Sequence("gen:" + held, torch.arange(5), torch.zeros(5, 4, dtype=torch.float16), torch.ones(5, dtype=torch.bool))
+    D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
+    with pytest.raises(SystemExit, match="not self-generated training prompts"):
+        T.selfgen_sequences(str(tmp_path), D.heldout_ids())
+    seq.conv_id = "gen:zzz_0"
+    D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
+    assert [s.conv_id for s in T.selfgen_sequences(str(tmp_path), D.heldout_ids())] == ["gen:zzz_0"]
+    seq.conv_id = "zzz_0"            # a ShareGPT feature shard is not self-distilled data
+    D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
+    with pytest.raises(SystemExit):
+        T.selfgen_sequences(str(tmp_path), D.heldout_ids())
