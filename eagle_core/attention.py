@@ -67,7 +67,8 @@ def batched_decode_attention_forward(module, query, key, value, attention_mask, 
 
 
 def use_tree_attention(model, batched_decode: bool = False) -> bool:
-    """Route a CPU model's SDPA attention through tree_attention_forward (masks are still built by SDPA's rules).
+    """Route a CPU model's SDPA attention through tree_attention_forward (masks are still built by SDPA's rules),
+    or with batched_decode through batched_decode_attention_forward (regenerate.py's batched generation).
 
     Only models that run SDPA switch; eager or flash models are left as they are. Returns whether it switched.
     """

