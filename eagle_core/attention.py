@@ -75,12 +75,11 @@ def use_tree_attention(model, batched_decode: bool = False) -> bool:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
     cfg = model.config
-    if next(model.parameters()).device.type != "cpu":
+    if (getattr(cfg, "_attn_implementation", None) not in ("sdpa", IMPLEMENTATION)
+            or next(model.parameters()).device.type != "cpu"):
         return False
     name, fn = ((IMPLEMENTATION + "_batched", batched_decode_attention_forward) if batched_decode
                 else (IMPLEMENTATION, tree_attention_forward))
-    if getattr(cfg, "_attn_implementation", None) not in ("sdpa", IMPLEMENTATION):
-        return False
     AttentionInterface.register(name, fn)
     AttentionMaskInterface.register(name, sdpa_mask)
     cfg._attn_implementation = name

@@ -260,16 +260,17 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
             "tau_chain": 1 + sum(chain), "positions": agree_n[0]}
 
 
-def selfgen_sequences(folder: str, held_ids) -> list:
+def selfgen_store(folder: str, held_ids) -> D.FeatureStore:
     """Self-distilled sequences (ids 'gen:<conversation id>'); refuses any whose prompt is a held-out chat's."""
-    seqs = D.FeatureStore(folder).seqs
+    store = D.FeatureStore(folder)
     held_base = {D.base_id(c) for c in held_ids}
-    bad = [s.conv_id for s in seqs if not s.conv_id.startswith("gen:") or D.base_id(s.conv_id[4:]) in held_base]
+    bad = [s.conv_id for s in store.seqs
+           if not s.conv_id.startswith("gen:") or D.base_id(s.conv_id[4:]) in held_base]
     if bad:
         raise SystemExit(f"{folder}: {len(bad)} sequences are not self-generated training prompts (e.g. {bad[0]})")
-    if not seqs:
+    if not store.seqs:
         raise SystemExit(f"no self-generated shards in {folder} (python -m eagle_core.regenerate)")
-    return seqs
+    return store
 
 
 def _mask_upto(m, depth, nc):
@@ -356,18 +357,17 @@ def train(cfg: TrainConfig, target=None) -> dict:
         f"held-out eval: {len(held_store.seqs)} sequences, {held_store.tokens} tokens")
     n_conv, selfgen = len(train_seqs), None
     if cfg.selfgen_dir:
-        gen_seqs = selfgen_sequences(cfg.selfgen_dir, held_ids)
-        selfgen = {"dir": cfg.selfgen_dir, "sequences": len(gen_seqs),
-                   "tokens": sum(len(s.input_ids) for s in gen_seqs),
-                   "answer_tokens": sum(int(s.loss_mask.sum()) for s in gen_seqs), "repeat": cfg.selfgen_repeat,
+        gen = selfgen_store(cfg.selfgen_dir, held_ids)
+        selfgen = {"dir": cfg.selfgen_dir, "sequences": len(gen.seqs), "tokens": gen.tokens,
+                   "answer_tokens": gen.assistant_tokens, "repeat": cfg.selfgen_repeat,
                    "source": "the target's own answers to first turns of training conversations "
                              "(python -m eagle_core.regenerate; features captured during generation)"}
         meta_path = os.path.join(cfg.selfgen_dir, "meta.json")
         if os.path.exists(meta_path):
             with open(meta_path) as f:
                 selfgen["meta"] = json.load(f)
-        train_seqs = train_seqs + gen_seqs * cfg.selfgen_repeat
-        log(f"self-distilled: {len(gen_seqs)} sequences, {selfgen['tokens']} tokens "
+        train_seqs = train_seqs + gen.seqs * cfg.selfgen_repeat
+        log(f"self-distilled: {len(gen.seqs)} sequences, {selfgen['tokens']} tokens "
             f"({selfgen['answer_tokens']} answer tokens), each counted {cfg.selfgen_repeat}x per epoch")
 
     # 2. vocabulary of the soft-target CE

@@ -245,11 +245,11 @@ def test_selfgen_sequences_refuse_heldout_prompts(tmp_path):
     seq = D.Sequence("gen:" + held, torch.arange(5), torch.zeros(5, 4, dtype=torch.float16), torch.ones(5, dtype=torch.bool))
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
     with pytest.raises(SystemExit, match="not self-generated training prompts"):
-        T.selfgen_sequences(str(tmp_path), D.heldout_ids())
+        T.selfgen_store(str(tmp_path), D.heldout_ids())
     seq.conv_id = "gen:zzz_0"
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
-    assert [s.conv_id for s in T.selfgen_sequences(str(tmp_path), D.heldout_ids())] == ["gen:zzz_0"]
+    assert [s.conv_id for s in T.selfgen_store(str(tmp_path), D.heldout_ids()).seqs] == ["gen:zzz_0"]
     seq.conv_id = "zzz_0"            # a ShareGPT feature shard is not self-distilled data
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
     with pytest.raises(SystemExit):
-        T.selfgen_sequences(str(tmp_path), D.heldout_ids())
+        T.selfgen_store(str(tmp_path), D.heldout_ids())
