@@ -429,6 +429,34 @@ def on_click(state, cycle, value):
     return on_view(state, cycle, int(node) if node.isdigit() else None)
 
 
+@gpu
+def race_divergence(prompt: str, plain_tokens: list, eagle_tokens: list):
+    """Where the Race's two generations part and the target's logit margin there (one plain forward), with
+    the near-tie tolerance for the target's dtype: (divergence dict or None, eps)."""
+    from eagle_core.bench import divergence, tie_eps_for
+    target, _ = MODEL.require()
+    return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(target.dtype)
+
+
+def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dict | None, eps: float) -> str:
+    """How the Race's two texts compare, named for what it is (a pure function of the tokens and divergence)."""
+    if list(plain_tokens) == list(eagle_tokens):
+        return "identical text (greedy: token for token)" if greedy else "identical text"
+    if not greedy:
+        return "different samples (T > 0: both are exact samples of the target; different random draws)"
+    if div is None:   # one is a prefix of the other
+        n, m = len(plain_tokens), len(eagle_tokens)
+        return (f"same tokens as far as both go; {'plain' if n > m else 'EAGLE'} has {abs(n - m)} more "
+                f"(one stopped earlier)")
+    shown = {k: div[k].replace("\n", "\\n") for k in ("plain_text", "eagle_text")}
+    head = f"texts part at token {div['index']}: plain “{shown['plain_text']}” vs EAGLE “{shown['eagle_text']}”, "
+    if div["margin"] <= eps:
+        return head + (f"a near-tie (logit margin {div['margin']:.4g} ≤ {eps:g}): plain and tree passes are "
+                       f"different kernels, so float rounding can flip a near-tie; not a sampling difference")
+    return head + (f"not a near-tie (logit margin {div['margin']:.4g} > {eps:g}): at T = 0 this is a real "
+                   f"mismatch, a bug in the verification")
+
+
 def on_race(state, prompt, shifted, *cfg_args):
     try:
         cfg = make_config(*cfg_args)
@@ -440,8 +468,10 @@ def on_race(state, prompt, shifted, *cfg_args):
         eagle = decode_all(lean, shift, prompt)
         state.update(plain=plain, race_eagle=eagle)
         e, v = views.summary(eagle), views.summary(plain)
-        same = "identical text" if [t for r in eagle for t in r["new_tokens"]] == [
-            t for r in plain for t in r["new_tokens"]] else "different samples (T > 0)"
+        pt, et = [t for r in plain for t in r["new_tokens"]], [t for r in eagle for t in r["new_tokens"]]
+        greedy = cfg.temperature == 0
+        div, eps = race_divergence(prompt, pt, et) if greedy and pt != et else (None, 0.0)
+        same = race_sameness(greedy, pt, et, div, eps)
         msg = (f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} tok/s; "
                f"{e['forwards']} vs {v['forwards']} target passes; {same}.")
         return views.race_figure(eagle, plain), msg, state

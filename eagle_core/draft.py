@@ -18,12 +18,13 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from .sampling import gumbel_topk, warp_logits
 from .target import pack_cpu_linears
+from .tree import DraftTree
 
 # EAGLE-1's default tree for 7B targets (SafeAILab/EAGLE choices.py, mc_sim_7b_63): 25 drafted tokens + root,
 # depth 5, widths 4/8/8/3/2.
@@ -83,37 +84,6 @@ def children_of_path(choices) -> dict:
 
 TREE_PRESETS.update(_load_fitted_trees(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                      "assets", "trees")))
-
-
-@dataclass
-class DraftTree:
-    """A drafted tree. Node 0 is the root (the last committed token); nodes are in non-decreasing depth."""
-    tokens: list[int]
-    parents: list[int]
-    depths: list[int]
-    q: list[float]              # q of the token under its parent's draft distribution
-    scores: list[float]         # cumulative log q
-    sampled: list[bool]         # children drawn from q (multi-round rule) or chosen top-k (one-hot rule)
-    child_lists: list[list[int]] = field(default_factory=list)   # children in drafting order
-    dists: dict = field(default_factory=dict)   # node -> draft log-probs over the vocabulary at that node
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    @classmethod
-    def root_only(cls, token: int) -> "DraftTree":
-        """The tree before any drafting: just the root (plain decoding verifies exactly this)."""
-        return cls(tokens=[token], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False], child_lists=[[]])
-
-    def ancestry(self) -> torch.Tensor:
-        """[N, N] bool: row i marks node i and its ancestors (the tree attention pattern)."""
-        n = len(self.tokens)
-        anc = torch.zeros(n, n, dtype=torch.bool)
-        for i in range(n):
-            if self.parents[i] >= 0:
-                anc[i] = anc[self.parents[i]]
-            anc[i, i] = True
-        return anc
 
 
 @dataclass
@@ -251,16 +221,22 @@ class Drafter:
               top_k: int, top_p: float, generator) -> DraftTree:
         """Grow the tree from the root's predicted feature (output of `catch_up`).
 
-        Children are chosen top-k (T = 0, and EAGLE-2 dynamic trees at any T) or drawn without replacement
-        from q (chain and static trees at T > 0): the verifier applies the matching acceptance rule.
+        Chain and static trees at T > 0 draw children without replacement from the warped draft distribution q
+        (the verifier's ratio rule); at T = 0 they take q's top-k. EAGLE-2 dynamic trees rank candidates on the
+        draft's own unwarped log-probabilities at any temperature, as the reference implementation does, and
+        their children are deterministic (the verifier's target rule, exact under any warper).
+        A node never gets a child outside q's support: when q has fewer tokens than the shape asks for (top-p,
+        top-k, or underflow at low T) that node gets fewer children and `tree.skipped` counts the missing ones.
         """
         spec = self.spec
         tree = DraftTree.root_only(root_token)
         if spec.kind == "vanilla":
             return tree
         sample = temperature > 0 and spec.kind in ("chain", "static")
-        T = temperature if temperature > 0 else 1.0
-        warp = (lambda x: warp_logits(x, T, top_k, top_p)) if temperature > 0 else (lambda x: warp_logits(x, 1.0))
+        if sample:
+            warp = lambda x: warp_logits(x, temperature, top_k, top_p)  # noqa: E731 -- q of the ratio rule
+        else:
+            warp = lambda x: torch.log_softmax(x.float(), dim=-1)       # noqa: E731 -- ranking only
         paths = {0: ()}                    # static trees: node -> rank path
         entry_of = {}                      # node -> index among tree entries in the head cache
         frontier = [0]                     # nodes whose child distribution is computed next
@@ -274,35 +250,25 @@ class Drafter:
                     1, self.vocab_ids, small)
             for i, v in enumerate(frontier):
                 tree.dists[v] = logp[i]
-            # --- choose children of every frontier node (ranked over the draft vocabulary: a 6x smaller top-k;
-            #     the tokens outside it have q = 0 and are never chosen while it has k tokens)
+            # --- choose children of every frontier node (ranked over the draft vocabulary: a 6x smaller top-k)
             if spec.kind == "dynamic":
-                k = spec.top_k
+                want = [spec.top_k] * len(frontier)
             else:
-                want = [self._children_of_path.get(paths[v], []) for v in frontier]
-                k = max((max(w) + 1 for w in want if w), default=0)
-                if k == 0:
-                    break
+                want = [len(self._children_of_path.get(paths[v], [])) for v in frontier]
+            k = max(want, default=0)
+            if k == 0:
+                break
             pool, ids = (small, self.vocab_ids) if k <= small.shape[-1] else (logp, None)
             idx = gumbel_topk(pool, k, generator) if sample else torch.topk(pool, k, dim=-1).indices
             vals_l = pool.gather(-1, idx).tolist()
             idx_l = (idx if ids is None else ids[idx]).tolist()
-            if spec.kind == "dynamic":
-                kids = [(v, idx_l[i], vals_l[i]) for i, v in enumerate(frontier)]
-            else:
-                kids = [(v, idx_l[i][:len(want[i])], vals_l[i][:len(want[i])]) for i, v in enumerate(frontier)]
             new_nodes = []
-            for fi, (v, toks, lps) in enumerate(kids):
-                for r, (t, lp) in enumerate(zip(toks, lps)):
-                    node = len(tree.tokens)
-                    tree.tokens.append(int(t))
-                    tree.parents.append(v)
-                    tree.depths.append(level)
-                    tree.q.append(math.exp(lp))
-                    tree.scores.append(tree.scores[v] + lp)
-                    tree.sampled.append(sample)
-                    tree.child_lists.append([])
-                    tree.child_lists[v].append(node)
+            for fi, v in enumerate(frontier):
+                # both top-k and Gumbel-top-k put q = 0 tokens last: keep the drafted prefix inside q's support
+                got = [(t, lp) for t, lp in zip(idx_l[fi][:want[fi]], vals_l[fi][:want[fi]]) if lp > float("-inf")]
+                tree.skipped += want[fi] - len(got)
+                for r, (t, lp) in enumerate(got):
+                    node = tree.add(t, v, q=math.exp(lp), score=tree.nodes[v].score + lp, sampled=sample)
                     if spec.kind != "dynamic":
                         paths[node] = paths[v] + (r,)
                     new_nodes.append((node, fi))
@@ -310,7 +276,7 @@ class Drafter:
                 break
             # --- which new nodes get expanded at the next level
             if spec.kind == "dynamic":
-                ranked = sorted(new_nodes, key=lambda nf: -tree.scores[nf[0]])[:spec.top_k]
+                ranked = sorted(new_nodes, key=lambda nf: -tree.nodes[nf[0]].score)[:spec.top_k]
                 expand = sorted(ranked)
             else:
                 expand = [nf for nf in new_nodes if paths[nf[0]] in self._children_of_path]
@@ -321,14 +287,15 @@ class Drafter:
             vis = torch.zeros(len(expand), n_entries + len(expand), dtype=torch.bool)
             feats, toks, pos = [], [], []
             for r, (node, fi) in enumerate(expand):
-                a = tree.parents[node]
+                a = tree.nodes[node].parent
                 while a > 0:
                     vis[r, entry_of[a]] = True
-                    a = tree.parents[a]
+                    a = tree.nodes[a].parent
                 vis[r, n_entries + r] = True
                 feats.append(frontier_feats[:, fi])
-                par = tree.parents[node]
-                toks.append(tree.tokens[node] if self.shifted else (tree.tokens[par] if par > 0 else root_token))
+                par = tree.nodes[node].parent
+                toks.append(tree.nodes[node].token if self.shifted
+                            else (tree.nodes[par].token if par > 0 else root_token))
                 pos.append(self.root_position + level - 1)
             for r, (node, _) in enumerate(expand):
                 entry_of[node] = n_entries + r
@@ -346,19 +313,5 @@ def _rerank(tree: DraftTree, total_tokens: int) -> DraftTree:
     A child's score never exceeds its parent's, so (breaking ties by depth) every kept node's ancestors are
     kept too and the result is still a tree.
     """
-    order = sorted(range(1, len(tree.tokens)), key=lambda i: (-tree.scores[i], tree.depths[i], i))
-    keep = sorted([0] + order[:total_tokens], key=lambda i: (tree.depths[i], i))
-    new_index = {old: new for new, old in enumerate(keep)}
-    out = DraftTree(tokens=[], parents=[], depths=[], q=[], scores=[], sampled=[], child_lists=[[] for _ in keep])
-    for old in keep:
-        par = tree.parents[old]
-        out.tokens.append(tree.tokens[old])
-        out.parents.append(new_index[par] if par >= 0 else -1)
-        out.depths.append(tree.depths[old])
-        out.q.append(tree.q[old])
-        out.scores.append(tree.scores[old])
-        out.sampled.append(tree.sampled[old])
-        if par >= 0:
-            out.child_lists[new_index[par]].append(new_index[old])
-    out.dists = {new_index[v]: d for v, d in tree.dists.items() if v in new_index}
-    return out
+    order = sorted(range(1, len(tree)), key=lambda i: (-tree.nodes[i].score, tree.nodes[i].depth, i))
+    return tree.subtree([0] + order[:total_tokens])

@@ -19,10 +19,11 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from .draft import TREE_PRESETS, Drafter, DraftSpec, DraftTree
-from .records import ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
+from .draft import TREE_PRESETS, Drafter, DraftSpec
+from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
 from .sampling import sample, warp_logits
 from .target import pick_dtype
+from .tree import DraftTree
 from .verify import accept_tree
 from .vocab import load_draft_vocab
 
@@ -228,7 +229,9 @@ class EagleDecoder:
                            residual_topk=self._topk(p), new_tokens=committed, accept_length=0,
                            draft_seconds=0.0, verify_seconds=t1 - t0, other_seconds=0.0,
                            total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
-                           tau=len(self.new_ids) / self.target_forwards, finished=self.finished)
+                           tau=len(self.new_ids) / self.target_forwards, finished=self.finished,
+                           bonus_from=FROM_ARGMAX if self.cfg.temperature == 0 else FROM_TARGET,
+                           temperature=self.cfg.temperature)
 
     # ------------------------------------------------------------------ one cycle
     @torch.inference_mode()
@@ -266,45 +269,47 @@ class EagleDecoder:
 
         # ---- accept
         probs = self._target_probs(logits[0])                 # [N, V]
-        path, bonus, kind, residual, accept_probs, status = accept_tree(tree, probs, c.temperature, self.gen)
+        acc = accept_tree(tree, probs, c.temperature, self.gen)
 
         # ---- keep the accepted path's KV entries and features
-        keep = torch.tensor([n + i for i in [0] + path], device=dev)
+        keep = torch.tensor([n + i for i in [0] + acc.path], device=dev)
         keep_cache_entries(self.cache, n, keep)
-        self.pending_feats = feats[:, [0] + path]
-        accepted = [tree.tokens[i] for i in path]
-        committed = self._commit(accepted + [bonus])
-        self.tokens.extend(accepted + [bonus])
-        rec = self._record(tree, probs, path, bonus, kind, residual, accept_probs, status, n, committed,
-                           t1 - t0, t2 - t1)
+        self.pending_feats = feats[:, [0] + acc.path]
+        accepted = [tree.nodes[i].token for i in acc.path]
+        committed = self._commit(accepted + [acc.token])
+        self.tokens.extend(accepted + [acc.token])
+        rec = self._record(tree, probs, acc, n, committed, t1 - t0, t2 - t1)
         t3 = time.perf_counter()
         rec.other_seconds = t3 - t2
         self.seconds += t3 - t0
         self.cycles.append(rec)
         return rec
 
-    def _record(self, tree, probs, path, bonus, kind, residual, accept_probs, status, n, committed,
-                draft_s, verify_s) -> CycleRecord:
+    def _record(self, tree: DraftTree, probs, acc, n, committed, draft_s, verify_s) -> CycleRecord:
         detail = self.cfg.record_topk > 0
         nodes = []
         p_tok = probs[torch.tensor([max(par, 0) for par in tree.parents]), torch.tensor(tree.tokens)].tolist()
-        for i in range(len(tree)):
-            par = tree.parents[i]
+        for i, dn in enumerate(tree.nodes):
             dist = tree.dists.get(i)
+            t = acc.tests.get(i)
             nodes.append(TreeNode(
-                index=i, token_id=tree.tokens[i], text=self._text(tree.tokens[i]) if detail else "",
-                parent=par, depth=tree.depths[i], q=tree.q[i], p=1.0 if par < 0 else p_tok[i],
-                score=tree.scores[i], status=status[i], sampled=tree.sampled[i],
-                accept_prob=accept_probs.get(i),
+                index=i, token_id=dn.token, text=self._text(dn.token) if detail else "",
+                parent=dn.parent, depth=dn.depth, q=dn.q, p=1.0 if dn.parent < 0 else p_tok[i],
+                score=dn.score, status=acc.status[i], sampled=dn.sampled,
+                accept_prob=t.accept_prob if (t is not None and self.cfg.temperature > 0) else None,
+                rule=t.rule if t else None, test_p=t.p if t else None, test_q=t.q if t else None,
+                test_rank=t.rank if t else None,
                 target_topk=self._topk(probs[i]) if detail else [],
                 draft_topk=self._topk(dist.exp()) if (detail and dist is not None) else []))
         return CycleRecord(
-            cycle=len(self.cycles), prefix_len=n, nodes=nodes, accepted_path=path,
-            accepted_tokens=[tree.tokens[i] for i in path], bonus_token=bonus,
-            bonus_text=self._text(bonus), bonus_kind=kind, residual_topk=self._topk(residual) if detail else [],
-            new_tokens=committed, accept_length=len(path), draft_seconds=draft_s, verify_seconds=verify_s,
+            cycle=len(self.cycles), prefix_len=n, nodes=nodes, accepted_path=acc.path,
+            accepted_tokens=[tree.nodes[i].token for i in acc.path], bonus_token=acc.token,
+            bonus_text=self._text(acc.token), bonus_kind=acc.kind,
+            residual_topk=self._topk(acc.dist) if detail else [],
+            new_tokens=committed, accept_length=len(acc.path), draft_seconds=draft_s, verify_seconds=verify_s,
             other_seconds=0.0, total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
-            tau=len(self.new_ids) / self.target_forwards, finished=self.finished)
+            tau=len(self.new_ids) / self.target_forwards, finished=self.finished, bonus_from=acc.source,
+            drafts_skipped=tree.skipped, temperature=self.cfg.temperature)
 
     def result(self, prompt: str = "") -> GenerationResult:
         return GenerationResult(prompt=prompt, prompt_ids=self.prompt_ids, token_ids=list(self.new_ids),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -69,13 +70,23 @@ class HeadCache:
         return self.k[:, :, :self.length], self.v[:, :, :self.length]
 
 
+def _qkv_bias(cfg) -> bool:
+    """Whether q, k and v carry a bias (o_proj never does, in EAGLE's code as in Qwen2).
+
+    Released EAGLE configs say so with `qkv_bias` (set for Qwen-type targets, and it wins when present, as in
+    EAGLE's own code); the heads this app saves say it with `attention_bias`.
+    """
+    qkv_bias = getattr(cfg, "qkv_bias", None)
+    return bool(getattr(cfg, "attention_bias", False) if qkv_bias is None else qkv_bias)
+
+
 class HeadAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.n_heads = cfg.num_attention_heads
         self.n_kv = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        b = bool(getattr(cfg, "attention_bias", False))
+        b = _qkv_bias(cfg)
         self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=b)
         self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
         self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
@@ -165,7 +176,21 @@ class EagleHead(nn.Module):
             json.dump(d, f, indent=2, sort_keys=True)
 
 
-_IGNORED_KEYS = ("embed_tokens.weight", "lm_head.weight", "layers.0.input_layernorm.weight")
+_INPUT_NORM = "layers.0.input_layernorm.weight"
+_IGNORED_KEYS = ("embed_tokens.weight", "lm_head.weight", _INPUT_NORM)
+
+
+def _check_input_norm(state: dict, folder: str):
+    """EAGLE's first layer has no input norm, so a checkpoint's input_layernorm weight is dropped on load.
+
+    All ones is the untouched init (a no-op scale); anything else was trained and its loss would change
+    the head's output without a word, so say so.
+    """
+    w = state.get(_INPUT_NORM)
+    if w is not None and not torch.allclose(w.float(), torch.ones_like(w, dtype=torch.float32), rtol=0, atol=1e-6):
+        warnings.warn(f"head checkpoint in {folder} carries a trained {_INPUT_NORM} (not all ones); this head has "
+                      f"no input norm (as in EAGLE), so that weight is dropped and outputs may differ from the "
+                      f"model it was trained in", stacklevel=3)
 
 
 def _read_state(folder: str) -> dict:
@@ -223,8 +248,9 @@ def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
         raise HeadLoadError(f"head hidden size {cfg.hidden_size} does not match the target's "
                             f"{target.hidden_size}: this head was trained for another model")
     head = EagleHead(cfg)
-    state = {k: v for k, v in _read_state(folder).items() if k not in _IGNORED_KEYS}
-    state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in state.items()}
+    state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in _read_state(folder).items()}
+    _check_input_norm(state, folder)
+    state = {k: v for k, v in state.items() if k not in _IGNORED_KEYS}
     missing, unexpected = head.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.startswith("rotary_emb.")]
     if missing or unexpected:

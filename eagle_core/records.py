@@ -8,6 +8,16 @@ from dataclasses import asdict, dataclass, field
 
 # node status after verification
 ROOT, ACCEPTED, REJECTED, NOT_REACHED = "root", "accepted", "rejected", "not_reached"
+# the acceptance test a drafted node faced (TreeNode.rule)
+RULE_GREEDY = "greedy"        # T = 0: kept iff it is the target's top token
+RULE_RATIO = "ratio"          # drawn from q: kept w.p. min(1, p'(x)/q'(x)) (p', q' after earlier rejections)
+RULE_TARGET = "target"        # chosen deterministically (top-k): kept w.p. p'(x)
+RULE_OUTSIDE_Q = "outside_q"  # q'(x) = 0: not a draw from q', passed over, never kept
+# where the bonus / correction token came from (CycleRecord.bonus_from)
+FROM_ARGMAX = "argmax"              # T = 0: the target's top token
+FROM_TARGET = "target"              # T > 0: sampled from the target's p (no child rejected here)
+FROM_RESIDUAL_RATIO = "residual_ratio"      # after ratio-rule rejections: normalise(max(0, p' - q'))
+FROM_RESIDUAL_REMOVED = "residual_removed"  # after target-rule rejections: p with the rejected tokens removed
 
 
 @dataclass
@@ -30,6 +40,11 @@ class TreeNode:
     status: str                 # root / accepted / rejected / not_reached
     sampled: bool = False       # drawn from q (multi-round rule) rather than chosen top-k (one-hot rule)
     accept_prob: float | None = None   # probability with which the acceptance test could accept it (T > 0)
+    rule: str | None = None     # the test it faced (RULE_*); None: not tested (an earlier sibling was kept or
+                                # its parent was not reached)
+    test_p: float | None = None  # p'(x) the test used: the target's probability after earlier rejections
+    test_q: float | None = None  # q'(x) the ratio test used: the renormalised draft probability
+    test_rank: int | None = None  # siblings rejected before this one was tested
     target_topk: list[TokenProb] = field(default_factory=list)   # target distribution AT this node
     draft_topk: list[TokenProb] = field(default_factory=list)    # draft distribution AT this node
 
@@ -54,6 +69,9 @@ class CycleRecord:
     target_forwards: int        # running count, prefill included
     tau: float                  # running total_new_tokens / target_forwards
     finished: str | None = None  # "eos", "max_new_tokens", "context" when generation ended in this cycle
+    bonus_from: str = FROM_ARGMAX   # which distribution the bonus/correction was drawn from (FROM_*)
+    drafts_skipped: int = 0     # children the tree shape asked for that the draft's support could not give
+    temperature: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,7 +6,11 @@ top-p) are applied to the target and to the draft, so the output distribution is
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+from .records import RULE_OUTSIDE_Q, RULE_RATIO, RULE_TARGET
 
 
 def warp_logits(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -41,38 +45,58 @@ def _normalise(x: torch.Tensor) -> torch.Tensor:
     return x / s if s > 0 else x
 
 
+@dataclass
+class ChildTest:
+    """How one drafted child was tested: what the node view shows and names."""
+    rule: str            # records.RULE_*: ratio min(1, p'/q'), target p', or outside q (never accepted)
+    p: float             # p'(x): the target's probability of x at this point (after the earlier rejections)
+    q: float | None      # q'(x): the draft's renormalised probability (ratio rule); None for the target rule
+    accept_prob: float   # the probability with which the test could keep x
+    rank: int            # siblings rejected before this one (0: tested against the unmodified p and q)
+
+
 def verify_children(p: torch.Tensor, q: torch.Tensor | None, children: list[int], sampled: bool,
                     generator: torch.Generator | None):
     """Strict speculative sampling at one tree node.
 
     p: the target distribution at this node; q: the draft distribution there (needed when `sampled`).
-    children: the drafted child tokens in the order they were drafted (sampled without replacement from q,
-    or chosen deterministically, e.g. top-k of q).
-      sampled     -> multi-round rule: accept x w.p. min(1, p(x)/q(x)); on rejection
-                     p <- normalise(max(p - q, 0)) and x leaves q (q renormalised); next sibling.
-      deterministic -> q = one-hot(x): accept w.p. p(x); on rejection p(x) <- 0, p renormalised.
-    Returns (accepted child position or None, accept probabilities tried, residual p).
-    When None, the caller samples the correction token from the residual p.
+    children: the drafted child tokens in the order they were drafted (drawn without replacement from q, or
+    chosen deterministically, e.g. top-k of q).
+      sampled       -> accept x w.p. min(1, p'(x)/q'(x)); on rejection p' <- normalise(max(p' - q', 0)) and x
+                       leaves q' (q' renormalised); next sibling. A child with q'(x) = 0 cannot have been drawn
+                       from q', so it is passed over (never accepted, p' and q' unchanged): exactly as if it had
+                       not been drafted.
+      deterministic -> q' = one-hot(x): accept w.p. p'(x); on rejection p'(x) <- 0, p' renormalised.
+    A child with p'(x) = 0 is never accepted under either rule.
+    Returns (accepted child position or None, [ChildTest per child tried], residual p').
+    When None, the caller samples the correction token from the residual p'.
     """
     p = p.float().clone()
     q = q.float().clone() if q is not None else None
-    tried = []
+    tests: list[ChildTest] = []
+    rejected = 0
     for pos, x in enumerate(children):
+        px = float(p[x])
         if sampled:
             qx = float(q[x])
-            a = 1.0 if qx <= 0 else min(1.0, float(p[x]) / qx)
+            if qx <= 0:
+                tests.append(ChildTest(RULE_OUTSIDE_Q, px, qx, 0.0, rejected))
+                continue
+            a = min(1.0, px / qx)
+            tests.append(ChildTest(RULE_RATIO, px, qx, a, rejected))
         else:
-            a = float(p[x])
-        tried.append(a)
-        if a >= 1.0 or float(torch.rand((), generator=generator, device=p.device)) < a:
-            return pos, tried, p
+            a = px
+            tests.append(ChildTest(RULE_TARGET, px, None, a, rejected))
+        if a > 0 and (a >= 1.0 or float(torch.rand((), generator=generator, device=p.device)) < a):
+            return pos, tests, p
+        rejected += 1
         if sampled:
             residual = torch.clamp(p - q, min=0)
-            if residual.sum() > 0:  # == 0 only if p == q, where the test above cannot reject
+            if residual.sum() > 0:  # == 0 only if p' == q', where the test above cannot reject
                 p = _normalise(residual)
             q[x] = 0
             q = _normalise(q)
         else:
             p[x] = 0
             p = _normalise(p)
-    return None, tried, p
+    return None, tests, p

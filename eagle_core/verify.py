@@ -10,47 +10,66 @@ that follows node i. Walking from the root:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from .records import ACCEPTED, NOT_REACHED, REJECTED, ROOT
-from .sampling import sample, verify_children
+from .records import (ACCEPTED, FROM_ARGMAX, FROM_RESIDUAL_RATIO, FROM_RESIDUAL_REMOVED, FROM_TARGET, NOT_REACHED,
+                      REJECTED, ROOT, RULE_GREEDY, RULE_OUTSIDE_Q)
+from .sampling import ChildTest, sample, verify_children
+from .tree import DraftTree
 
 
-def accept_tree(tree, probs: torch.Tensor, temperature: float, generator):
-    """Returns (path, bonus token, "bonus"|"correction", distribution the bonus came from, accept probs, status).
+@dataclass
+class Acceptance:
+    path: list[int]             # accepted node indices, root excluded, in depth order
+    token: int                  # the target's own token after the path (bonus or correction)
+    kind: str                   # "bonus" (no child rejected at the last node) or "correction"
+    source: str                 # records.FROM_*: the distribution `token` was drawn from
+    dist: torch.Tensor          # that distribution ([V])
+    tests: dict[int, ChildTest]  # node -> the test it faced (only nodes that were tested)
+    status: list[str]           # per node: root / accepted / rejected / not_reached
 
-    tree: a DraftTree (tokens, child_lists, sampled, dists); probs: [N, V] target probabilities per node.
-    """
-    status = [ROOT] + [NOT_REACHED] * (len(tree.tokens) - 1)
-    accept_probs: dict[int, float] = {}
+
+def accept_tree(tree: DraftTree, probs: torch.Tensor, temperature: float, generator) -> Acceptance:
+    """probs: [N, V] target probabilities per node (warped at T > 0)."""
+    status = [ROOT] + [NOT_REACHED] * (len(tree) - 1)
+    tests: dict[int, ChildTest] = {}
     path, node = [], 0
     if temperature == 0:
         argmax = probs.argmax(-1).tolist()
         while True:
             nxt = None
-            for ch in tree.child_lists[node]:
-                if tree.tokens[ch] == argmax[node]:
+            for rank, ch in enumerate(tree.nodes[node].children):
+                px = float(probs[node, tree.nodes[ch].token])
+                tests[ch] = ChildTest(RULE_GREEDY, px, None, 1.0 if tree.nodes[ch].token == argmax[node] else 0.0,
+                                      rank)
+                if tree.nodes[ch].token == argmax[node]:
                     nxt = ch
                     status[ch] = ACCEPTED
                     break
                 status[ch] = REJECTED
             if nxt is None:
-                kind = "correction" if tree.child_lists[node] else "bonus"
-                return path, argmax[node], kind, probs[node], accept_probs, status
+                kind = "correction" if tree.nodes[node].children else "bonus"
+                return Acceptance(path, argmax[node], kind, FROM_ARGMAX, probs[node], tests, status)
             path.append(nxt)
             node = nxt
     while True:
-        kids = tree.child_lists[node]
+        kids = tree.nodes[node].children
         if not kids:
-            return path, sample(probs[node], generator), "bonus", probs[node], accept_probs, status
-        sampled = tree.sampled[kids[0]]
+            return Acceptance(path, sample(probs[node], generator), "bonus", FROM_TARGET, probs[node], tests, status)
+        sampled = tree.nodes[kids[0]].sampled
         q = tree.dists[node].exp() if sampled else None
-        pos, tried, residual = verify_children(probs[node], q, [tree.tokens[k] for k in kids], sampled, generator)
-        for k, a in zip(kids, tried):
-            accept_probs[k] = a
+        pos, tried, residual = verify_children(probs[node], q, [tree.nodes[k].token for k in kids], sampled,
+                                               generator)
+        for k, t in zip(kids, tried):
+            tests[k] = t
             status[k] = REJECTED
         if pos is None:
-            return path, sample(residual, generator), "correction", residual, accept_probs, status
+            if all(t.rule == RULE_OUTSIDE_Q for t in tried):   # nothing was really tested: p is untouched
+                return Acceptance(path, sample(residual, generator), "bonus", FROM_TARGET, residual, tests, status)
+            source = FROM_RESIDUAL_RATIO if sampled else FROM_RESIDUAL_REMOVED
+            return Acceptance(path, sample(residual, generator), "correction", source, residual, tests, status)
         status[kids[pos]] = ACCEPTED
         path.append(kids[pos])
         node = kids[pos]

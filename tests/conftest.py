@@ -57,26 +57,27 @@ def tiny_target(real_tokenizer):
     return load_target(model=tiny_llama(), tokenizer=real_tokenizer, device="cpu")
 
 
-def oracle_pair(real_tokenizer, seed=1):
+def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain=1.0):
     """A target whose next token depends only on the current one, and a head that computes it exactly.
 
     Target: one Llama layer with its attention output zeroed, so h_j = e_j + MLP(norm(e_j)) and the feature is
     RMSNorm(h_j) with unit weight. Head: fc selects the token embedding, its attention output is zeroed and its
     MLP/norm are the target's, so it outputs h_j: the same logits up to a positive scale, hence the same
     argmax. A shifted head therefore drafts the target's greedy continuation exactly (full-depth acceptance).
+    head_gain != 1 scales the embedding the head selects: the same ranking mostly, a sharper or flatter q.
     """
-    model = tiny_llama(layers=1, seed=seed)
+    model = tiny_llama(vocab_size=vocab_size, layers=1, seed=seed, eos_token_id=None if vocab_size < 100 else 2)
     with torch.no_grad():
         layer = model.model.layers[0]
         layer.self_attn.o_proj.weight.zero_()
         model.model.norm.weight.fill_(1.0)
-        model.model.embed_tokens.weight.mul_(20.0)   # sharper distributions: fewer near-ties, long greedy runs
-    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu")
+        model.model.embed_tokens.weight.mul_(embed_scale)   # sharper distributions: fewer near-ties, long runs
+    target = load_target(model=model, tokenizer=tokenizer, device="cpu")
     head = EagleHead(head_config_from_target(target.config, "shifted", bias=True))
     H = target.hidden_size
     with torch.no_grad():
         head.fc.weight.zero_()
-        head.fc.weight[:, :H] = torch.eye(H)
+        head.fc.weight[:, :H] = torch.eye(H) * head_gain
         head.fc.bias.zero_()
         hl = head.layers[0]
         for name in ("q_proj", "k_proj", "v_proj"):

@@ -9,17 +9,18 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from conftest import tiny_llama
 from eagle_core.attention import (IMPLEMENTATION, batched_decode_attention_forward, small_query_attention,
                                   tree_attention_forward)
-from eagle_core.draft import DraftTree
 from eagle_core.engine import PreallocatedLayer, keep_cache_entries, new_kv_cache, tree_attention_mask
 from eagle_core.target import load_target
+from eagle_core.tree import DraftTree
 
 
 def tree_mask(n, prefix, dtype=torch.float32, seed=0):
     """An additive mask of a random tree of n nodes over a prefix (every row sees the prefix and its ancestors)."""
     g = torch.Generator().manual_seed(seed)
     parents = [-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, n)]
-    tree = DraftTree(tokens=list(range(n)), parents=parents, depths=[0] * n, q=[1.0] * n, scores=[0.0] * n,
-                     sampled=[False] * n)
+    tree = DraftTree.root_only(0)
+    for i in range(1, n):
+        tree.add(i, parents[i], q=1.0, score=0.0, sampled=False)
     return tree_attention_mask(tree.ancestry(), prefix, dtype, "cpu")
 
 

@@ -62,3 +62,33 @@ def test_cli_on_embedded_target(capsys):
     assert rc == 0
     d = json.loads(capsys.readouterr().out)
     assert d["new_tokens"] == 8 and d["config"]["draft"] == "static"
+
+
+def test_nucleus_sampling_stays_in_the_nucleus(smollm):
+    """T = 0.5, top-p = 0.5 with the shipped head and the CPU defaults: no emitted token lies outside the target's
+    nucleus (the old verifier kept drafted children with q = 0, e.g. <|im_end|> after a few tokens)."""
+    from dataclasses import replace
+
+    from eagle_core.engine import EagleDecoder, default_config
+    from eagle_core.sampling import warp_logits
+    head = _heads(smollm).get("shifted")
+    if head is None:
+        pytest.skip("no shipped head")
+    ids = smollm.render_prompt("How can I improve my sleep?")
+    cfg = replace(default_config("cpu"), temperature=0.5, top_p=0.5, max_new_tokens=4, record_topk=0)
+    support: dict[tuple, set] = {}    # prefix -> the target's nucleus (top-p 0.52: slack for kernel rounding)
+    outside, skipped, n = [], 0, 160
+    for seed in range(n):
+        dec = EagleDecoder(smollm, head, replace(cfg, seed=seed), ids)
+        while not dec.done:
+            skipped += dec.step().drafts_skipped
+        for j, tok in enumerate(dec.new_ids):
+            prefix = tuple(dec.new_ids[:j])
+            if prefix not in support:
+                logits, _ = smollm.forward(torch.tensor([ids + list(prefix)]), logits="last")
+                p = warp_logits(logits[0, -1], 0.5, 0, 0.52).exp()
+                support[prefix] = set(torch.nonzero(p > 0).flatten().tolist())
+            if tok not in support[prefix]:
+                outside.append((seed, j, smollm.token_text(tok)))
+    assert not outside, outside
+    assert skipped > 0, "a narrow nucleus must leave some drafts out of the tree"

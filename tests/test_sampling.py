@@ -12,8 +12,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from eagle_core.draft import DraftTree
 from eagle_core.sampling import gumbel_topk, verify_children, warp_logits
+from eagle_core.tree import DraftTree
 from eagle_core.verify import accept_tree
 
 V = 6
@@ -53,19 +53,13 @@ def _build_tree(sampled, q_root, q_child, g, k1=3, k2=2):
     """Root with k1 children, each with k2 children, drafted from q (sampled) or top-k."""
     def pick(q, k):
         return gumbel_topk(q.log(), k, g).tolist() if sampled else torch.topk(q, k).indices.tolist()
-    tree = DraftTree(tokens=[0], parents=[-1], depths=[0], q=[1.0], scores=[0.0], sampled=[False],
-                     child_lists=[[]], dists={0: q_root.log()})
+    tree = DraftTree.root_only(0)
+    tree.dists[0] = q_root.log()
     for t in pick(q_root, k1):
-        i = len(tree.tokens)
-        tree.tokens.append(t); tree.parents.append(0); tree.depths.append(1); tree.q.append(float(q_root[t]))
-        tree.scores.append(math.log(q_root[t])); tree.sampled.append(sampled); tree.child_lists.append([])
-        tree.child_lists[0].append(i)
+        i = tree.add(t, 0, q=float(q_root[t]), score=math.log(q_root[t]), sampled=sampled)
         tree.dists[i] = q_child[t].log()
         for u in pick(q_child[t], k2):
-            j = len(tree.tokens)
-            tree.tokens.append(u); tree.parents.append(i); tree.depths.append(2); tree.q.append(0.0)
-            tree.scores.append(0.0); tree.sampled.append(sampled); tree.child_lists.append([])
-            tree.child_lists[i].append(j)
+            tree.add(u, i, q=float(q_child[t][u]), score=0.0, sampled=sampled)
     return tree
 
 
@@ -95,8 +89,9 @@ def test_accept_tree_two_levels_exact(sampled, restricted):
     for _ in range(n):
         tree = _build_tree(sampled, q_root, q_child, g)
         probs = torch.stack([p_root] + [p_child[tree.tokens[i]] for i in range(1, len(tree.tokens))])
-        path, bonus, kind, _, _, status = accept_tree(tree, probs, 1.0, g)
-        out = [tree.tokens[i] for i in path] + [bonus]
+        acc = accept_tree(tree, probs, 1.0, g)
+        path, kind = acc.path, acc.kind
+        out = [tree.tokens[i] for i in path] + [acc.token]
         if len(out) == 1:   # everything rejected at the root: the next cycle samples y2 from the target
             out.append(int(torch.multinomial(p_child[out[0]], 1, generator=g)))
         counts[out[0], out[1]] += 1
@@ -120,12 +115,12 @@ def test_greedy_acceptance_follows_argmax():
     q_root, q_child = _dist(g), torch.stack([_dist(g) for _ in range(V)])
     tree = _build_tree(False, q_root, q_child, g)
     probs = torch.rand(len(tree.tokens), V, generator=g)
-    path, bonus, kind, *_ = accept_tree(tree, probs, 0.0, None)
+    acc = accept_tree(tree, probs, 0.0, None)
     node = 0
-    for i in path:
+    for i in acc.path:
         assert tree.tokens[i] == int(probs[node].argmax()) and tree.parents[i] == node
         node = i
-    assert bonus == int(probs[node].argmax())
+    assert acc.token == int(probs[node].argmax())
 
 
 def test_warpers():
@@ -149,3 +144,33 @@ def test_gumbel_topk_samples_without_replacement():
         assert s[0] != s[1]
         firsts[s[0]] += 1
     assert _chi2(firsts, q.numpy()) > 1e-3
+
+
+def test_children_outside_q_are_never_kept():
+    """A child with q'(x) = 0 cannot be a draw from q': it is passed over (never kept, p' and q' untouched), so
+    the output is still distributed as p. The old rule kept it with probability 1."""
+    g = torch.Generator().manual_seed(5)
+    p = _dist(g)
+    q = _restrict(_dist(g, 1.0), {0, 1})              # a two-token support, three children asked for
+    outside = [t for t in range(V) if q[t] == 0][0]
+    counts = np.zeros(V)
+    for _ in range(40_000):
+        kids = gumbel_topk(q.log(), 2, g).tolist() + [outside]
+        pos, tests, residual = verify_children(p, q, kids, True, g)
+        assert pos != 2
+        if len(tests) == 3:                            # both real children were rejected first
+            assert tests[2].rule == "outside_q" and tests[2].accept_prob == 0
+        tok = kids[pos] if pos is not None else int(torch.multinomial(residual, 1, generator=g))
+        counts[tok] += 1
+    assert _chi2(counts, p.numpy()) > 1e-3
+
+
+def test_zero_target_probability_is_never_kept():
+    """p(x) = 0 (outside the target's nucleus): rejected under both rules, whatever q says."""
+    g = torch.Generator().manual_seed(6)
+    p = torch.tensor([0.0, 0.5, 0.5, 0.0, 0.0, 0.0])
+    q = torch.tensor([0.97, 0.01, 0.01, 0.01, 0.0, 0.0])
+    for sampled in (True, False):
+        for _ in range(2000):
+            pos, tests, _ = verify_children(p, q, [0, 3], sampled, g)
+            assert pos is None and [t.accept_prob for t in tests] == [0.0, 0.0]

@@ -8,34 +8,45 @@ from eagle_core.records import CycleRecord, TokenProb, TreeNode
 from views import (ambiguity_dist_figure, ambiguity_figure, ambiguity_html, mask_figure, node_choices, probs_figure,
                    race_figure, stats_figure, stats_html, text_html, tree_figure)
 from views.common import committed_pieces, show_token
-from views.mask import ancestry
+from views.mask import ancestry_of
 
 
 def tp(i, text, p):
     return TokenProb(i, text, p)
 
 
-def synthetic_cycle(cycle=1, sampling=False, kind="correction", tau=2.0):
-    """root ' can' -> ' I' (accepted) -> ' learn' (rejected), ' do' (rejected); ' we' rejected at depth 1."""
+def synthetic_cycle(cycle=1, sampling=False, kind="correction", tau=2.0, rule="ratio"):
+    """root ' can' -> ' I' (accepted) -> ' learn' (rejected), ' do' (rejected); ' we' rejected at depth 1.
+    sampling: T = 1 with the test each node faced (rule "ratio": drawn from q; "target": top-k children)."""
     top_root_q = [tp(10, " I", 0.7), tp(11, " we", 0.2), tp(12, " you", 0.05)]
     top_root_p = [tp(10, " I", 0.8), tp(12, " you", 0.1), tp(11, " we", 0.05)]
     top_i_q = [tp(20, " learn", 0.5), tp(21, " do", 0.3)]
     top_i_p = [tp(22, " get", 0.6), tp(20, " learn", 0.2), tp(21, " do", 0.1)]
     ap = (lambda x: x) if sampling else (lambda x: None)
+
+    def test(p, q, a, rank):   # TreeNode fields of the test a node faced
+        if not sampling:
+            return dict(rule="greedy", test_p=p, test_rank=rank)
+        return dict(rule=rule, test_p=p, test_q=q if rule == "ratio" else None, test_rank=rank)
     nodes = [
         TreeNode(0, 5, " can", -1, 0, 1.0, 1.0, 0.0, "root", target_topk=top_root_p, draft_topk=top_root_q),
         TreeNode(1, 10, " I", 0, 1, 0.7, 0.8, -0.36, "accepted", sampled=sampling, accept_prob=ap(1.0),
-                 target_topk=top_i_p, draft_topk=top_i_q),
+                 target_topk=top_i_p, draft_topk=top_i_q, **test(0.8, 0.7, 1.0, 0)),
         TreeNode(2, 11, " we", 0, 1, 0.2, 0.05, -1.6, "not_reached", target_topk=[], draft_topk=[]),
-        TreeNode(3, 20, " learn", 1, 2, 0.5, 0.2, -1.05, "rejected", sampled=sampling, accept_prob=ap(0.4)),
-        TreeNode(4, 21, " do", 1, 2, 0.3, 0.1, -1.56, "rejected", sampled=sampling, accept_prob=ap(0.33)),
+        TreeNode(3, 20, " learn", 1, 2, 0.5, 0.2, -1.05, "rejected", sampled=sampling, accept_prob=ap(0.4),
+                 **test(0.2, 0.5, 0.4, 0)),
+        TreeNode(4, 21, " do", 1, 2, 0.3, 0.1, -1.56, "rejected", sampled=sampling, accept_prob=ap(0.25),
+                 **test(0.125, 0.6, 0.25, 1)),   # after ' learn' was rejected: p' = 1/8, q' = 0.3/0.5
         TreeNode(5, 30, "\n", 3, 3, 0.9, 0.01, -1.2, "not_reached"),
     ]
     return CycleRecord(cycle=cycle, prefix_len=7, nodes=nodes, accepted_path=[1], accepted_tokens=[10],
                        bonus_token=22, bonus_text=" get", bonus_kind=kind,
                        residual_topk=[tp(22, " get", 0.7), tp(23, " help", 0.2)], new_tokens=[10, 22],
                        accept_length=1, draft_seconds=0.01, verify_seconds=0.02, other_seconds=0.001,
-                       total_new_tokens=1 + 2 * cycle, target_forwards=1 + cycle, tau=tau)
+                       total_new_tokens=1 + 2 * cycle, target_forwards=1 + cycle, tau=tau,
+                       temperature=1.0 if sampling else 0.0,
+                       bonus_from=("residual_ratio" if rule == "ratio" else "residual_removed") if sampling
+                       else "argmax")
 
 
 def prefill():
@@ -93,9 +104,27 @@ def test_probs_figure_greedy_and_sampling():
     assert any("◀" in x for x in first.x)                      # the chosen node is marked
     assert "greedy" in fig.layout.annotations[0].text
     fig = probs_figure(synthetic_cycle(sampling=True), 3)
-    assert "min(1, p/q) = 40.0%" in fig.layout.annotations[0].text
+    assert "min(1, p/q) = min(1, 20.0% / 50.0%) = 40.0%" in fig.layout.annotations[0].text
     assert any("residual" in (t.name or "") for t in fig.data)
-    assert "residual" in fig.layout.annotations[2].text
+    assert "residual max(0, p′ − q′)" in fig.layout.annotations[2].text
+
+
+def test_node_view_names_the_rule_applied():
+    """The second sibling faced p' (the residual) and q' (renormalised), top-k children faced p', greedy its own."""
+    ann = probs_figure(synthetic_cycle(sampling=True), 4).layout.annotations[0].text
+    assert "after 1 earlier sibling was rejected" in ann
+    assert "min(1, p′/q′) = min(1, 12.5% / 60.0%) = 25.0%" in ann and "residual" in ann
+    assert "min(1, p/q)" not in ann
+    rec = synthetic_cycle(sampling=True, rule="target")
+    ann = probs_figure(rec, 4).layout.annotations[0].text
+    assert "p′ = 25.0%" in ann and "removed" in ann and "min(1" not in ann
+    ann = probs_figure(rec, 3).layout.annotations[0].text
+    assert "kept with probability p = 40.0%" in ann and "min(1" not in ann
+    assert "removed" in probs_figure(rec, 3).layout.annotations[2].text
+    ann = probs_figure(synthetic_cycle(), 4).layout.annotations[0].text
+    assert "greedy (T = 0)" in ann and "min(1" not in ann and "′" not in ann
+    hover = " ".join(str(a.hovertext) for a in tree_figure(synthetic_cycle(sampling=True)).layout.annotations)
+    assert "min(1, p′/q′)" in hover
     # unknown node / prefill fall back without error
     probs_figure(rec, 99).to_json()
     probs_figure(prefill(), None).to_json()
@@ -108,8 +137,8 @@ def test_node_choices():
 
 def test_mask_figure():
     rec = synthetic_cycle()
-    m = ancestry(dataclasses.asdict(rec))
-    assert m[5] == [1, 1, 0, 1, 0, 1]        # node 5 sees root, ' I', ' learn', itself
+    m = ancestry_of(dataclasses.asdict(rec))
+    assert m[5] == [True, True, False, True, False, True]   # node 5 sees root, ' I', ' learn', itself
     fig = mask_figure(rec)
     assert fig.data[0].type == "heatmap"
     z = fig.data[0].z

@@ -3,21 +3,15 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from eagle_core.tree import ancestry
+
 from .common import ACCEPTED, as_dict, base_layout, empty_figure, show_token
 
 
-def ancestry(rec: dict) -> list[list[int]]:
+def ancestry_of(rec: dict) -> list[list[bool]]:
+    """The tree attention pattern of a record: eagle_core.tree.ancestry, the same function the verify mask uses."""
     nodes = sorted(rec["nodes"], key=lambda n: n["index"])
-    parent = {n["index"]: n["parent"] for n in nodes}
-    idx = [n["index"] for n in nodes]
-    pos = {i: k for k, i in enumerate(idx)}
-    m = [[0] * len(idx) for _ in idx]
-    for i in idx:
-        a = i
-        while a >= 0:
-            m[pos[i]][pos[a]] = 1
-            a = parent[a]
-    return m
+    return ancestry([n["parent"] for n in nodes])
 
 
 def mask_figure(rec, height: int | None = None) -> go.Figure:
@@ -25,7 +19,7 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
     nodes = sorted(rec["nodes"], key=lambda n: n["index"])
     if len(nodes) < 2:
         return empty_figure("Prefill: no tree yet — the prompt is read with ordinary causal attention")
-    m = ancestry(rec)
+    m = ancestry_of(rec)
     labels = [f"{n['index']}:{show_token(n['text'], 10)}" for n in nodes]
     # cell value: 0 hidden, 1 visible, 2 visible and both on the accepted path
     path = set([0] + rec["accepted_path"])

@@ -6,6 +6,7 @@ from plotly.subplots import make_subplots
 
 from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_Q, REJECTED, TARGET_P, as_dict, base_layout, esc, pct,
                      show_token)
+from .rules import rule_sentence, source_legend, source_sentence
 
 
 def node_choices(rec) -> list[tuple[str, int]]:
@@ -30,7 +31,10 @@ def default_node(rec) -> int | None:
 
 
 def is_sampling(rec) -> bool:
-    return any(n.get("accept_prob") is not None for n in as_dict(rec)["nodes"])
+    rec = as_dict(rec)
+    if rec.get("temperature") is not None:
+        return rec["temperature"] > 0
+    return any(n.get("accept_prob") is not None for n in rec["nodes"])
 
 
 def parent_distribution(rec: dict, node: int, k: int = 8):
@@ -46,7 +50,9 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     for c in nodes.values():
         if c["parent"] == par["index"]:
             r = rows.setdefault(c["token_id"], dict(text=c["text"], q=None, p=None, status=None))
-            r.update(q=c["q"], p=c["p"], status=c["status"], node=c["index"], accept_prob=c.get("accept_prob"))
+            r.update(q=c["q"], p=c["p"], status=c["status"], node=c["index"], accept_prob=c.get("accept_prob"),
+                     rule=c.get("rule"), test_p=c.get("test_p"), test_q=c.get("test_q"), test_rank=c.get("test_rank"),
+                     sampled=c.get("sampled"))
     items = sorted(rows.items(), key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     chosen = [kv for kv in items if kv[1].get("node") is not None]
     rest = [kv for kv in items if kv[1].get("node") is None][:max(0, k - len(chosen))]
@@ -78,19 +84,14 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                              hovertext=[f"{esc(r['text'])}: p = {pct(r['p']) if r['p'] is not None else 'below top-k'}"
                                         + (f"<br>drafted node {r['node']}: {r['status'].replace('_', ' ')}"
                                            if r.get("node") is not None else "")
-                                        + (f"<br>min(1, p/q) = {pct(r['accept_prob'])}"
-                                           if r.get("accept_prob") is not None else "")
+                                        + (f"<br>{rule_sentence(r, sampling)}"
+                                           if r.get("node") is not None and sampling else "")
                                         for r in rows], hoverinfo="text"), row=1, col=1)
         n = nodes[node]
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
         ttl = (f"<b>“{esc(show_token(n['text'], 16))}”</b> after “{esc(show_token(par['text'], 16))}”: "
                f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
-        if sampling and n.get("accept_prob") is not None:
-            ttl += f"<br>acceptance test: keep with probability min(1, p/q) = {pct(n['accept_prob'])}"
-        elif sampling:
-            ttl += "<br>not tested: an earlier sibling was accepted or its parent was rejected"
-        else:
-            ttl += "<br>greedy (T = 0): kept only if it is the target's top token"
+        ttl += "<br>" + rule_sentence(n, sampling)
         fig.layout.annotations[0].update(text=ttl, font=dict(size=14))
     else:
         fig.add_annotation(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
@@ -114,15 +115,9 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
     bcol = CORRECTION if kind == "correction" else BONUS
     fig.add_trace(go.Bar(x=[show_token(t["text"]) for t in res], y=[t["prob"] for t in res],
                          marker_color=[bcol if t["token_id"] == rec["bonus_token"] else "#b9c7d6" for t in res],
-                         name="residual max(0, p − q), renormalised" if (sampling and kind == "correction")
-                         else f"target p at the {kind}", hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
+                         name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
                          hoverinfo="text"), row=1, col=3)
-    if sampling and kind == "correction":
-        t3 = f"Correction “{esc(show_token(rec['bonus_text']))}”<br>drawn from the residual max(0, p − q)"
-    elif sampling:
-        t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>sampled from target p"
-    else:
-        t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>= argmax of target p"
+    t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{source_sentence(rec)}"
     fig.layout.annotations[2].update(text=t3, font=dict(size=14))
     fig.layout.annotations[1].update(font=dict(size=14))
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")

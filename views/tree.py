@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, STATUS_COLOURS, STATUS_NAMES, as_dict, base_layout, esc,
                      pct, show_token)
+from .rules import rule_sentence, source_sentence
 
 
 def tree_graph(rec: dict) -> nx.DiGraph:
@@ -40,16 +41,16 @@ def tree_layout(g: nx.DiGraph, root: int = 0) -> dict[int, tuple[float, float]]:
     return pos
 
 
-def _hover(n: dict) -> str:
+def _hover(n: dict, sampling: bool) -> str:
     lines = [f"<b>{esc(show_token(n['text'], 30))}</b>  (node {n['index']}, depth {n['depth']})",
              f"status: {STATUS_NAMES.get(n['status'], n['status'])}"]
     if n["parent"] >= 0:
         lines += [f"draft q = {pct(n['q'])}", f"target p = {pct(n['p'])}",
                   f"cumulative score log q = {n['score']:.2f}"]
-        if n.get("accept_prob") is not None:
-            lines.append(f"acceptance min(1, p/q) = {pct(n['accept_prob'])}")
-        if n.get("sampled"):
-            lines.append("drawn from q")
+        if n.get("rule") is not None or n.get("accept_prob") is not None:
+            lines.append("test: " + rule_sentence(n, sampling))
+        elif n["status"] == "not_reached":
+            lines.append("not tested: an earlier sibling was accepted, or its parent was not accepted")
     if n.get("target_topk"):
         lines.append("target's next: " + ", ".join(f"{esc(show_token(t['text'], 10))} {pct(t['prob'])}"
                                                  for t in n["target_topk"][:3]))
@@ -64,6 +65,14 @@ def _cut_note(rec) -> str:
     return f" (cut at {why.get(rec.get('finished'), 'the end')})"
 
 
+def _skip_note(rec) -> str:
+    k = rec.get("drafts_skipped") or 0
+    if not k:
+        return ""
+    return (f"<br><sup>{k} draft{'s' if k != 1 else ''} left out: the warped draft distribution had fewer tokens "
+            f"than the tree asks for (a token with q = 0 is never drafted)</sup>")
+
+
 def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
     """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
     rec = as_dict(rec)
@@ -72,6 +81,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
     nodes = {n["index"]: n for n in rec["nodes"]}
     path = set(rec["accepted_path"])
     last = rec["accepted_path"][-1] if rec["accepted_path"] else 0
+    sampling = rec.get("temperature", 0) > 0 or any(n.get("accept_prob") is not None for n in rec["nodes"])
     fig = go.Figure()
 
     # edges: all, then the accepted path bold
@@ -104,10 +114,10 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
             marker=dict(symbol="square", size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
-            hovertext=[_hover(nodes[i]) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
+            hovertext=[_hover(nodes[i], sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
             customdata=ids, visible=True if ids else "legendonly"))
     btxt = (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{kind}: the target's own token"
-            f"<br>(from {'the residual distribution' if kind == 'correction' else 'its distribution'} here)")
+            f"<br>{source_sentence(rec)}")
     fig.add_trace(go.Scatter(x=[bx], y=[by], mode="markers",
                              marker=dict(symbol="star", size=30, color=bcol, line=dict(width=1, color="white")),
                              hovertext=[btxt], hoverinfo="text",
@@ -123,7 +133,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                            font=dict(size=label_size, color="white" if alpha > 0.55 else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
-                           hovertext=_hover(n), name=f"node-{i}", captureevents=i > 0))
+                           hovertext=_hover(n, sampling), name=f"node-{i}", captureevents=i > 0))
     fig.update_layout(annotations=labels)
     fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b> ({kind})", showarrow=False,
                        font=dict(size=17, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
@@ -140,7 +150,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                   if rec["cycle"] == 0 else
                   f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
                   f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)"
-                  + _cut_note(rec))
+                  + _cut_note(rec) + _skip_note(rec))
     row_px = 50 if rows <= 16 else 34                 # big trees: tighter rows, smaller labels
     base_layout(fig, t, height=height or max(340, min(1700, 150 + row_px * rows)),
                 legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),

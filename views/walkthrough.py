@@ -33,7 +33,8 @@ STEPS = [
          text="Walking down from the root, a drafted token is kept only if the target agrees: at temperature 0 "
               "it must be the target's own top choice. At the first disagreement the target's own token is "
               "used instead (a correction), and if everything matched it adds one more (a bonus). "
-              "So the text is exactly what the target alone would write, just produced faster.",
+              "So the text is exactly what the target alone would write, just produced faster. "
+              "(Above temperature 0 the test becomes a coin flip that keeps the same guarantee: step 7.)",
          view="probs", preset=dict()),
     dict(title="5. Feature uncertainty and the shifted token",
          text="The head predicts the target's internal feature, not just a token. But after “How can I” the "
@@ -48,10 +49,13 @@ STEPS = [
               "Switch between Tree and Chain in the Lens tab and watch the accepted lengths.",
          view="tree", preset=dict(shape="Chain", depth=5)),
     dict(title="7. Temperature",
-         text="With temperature above 0 the target samples. A drafted token with draft probability q and "
-              "target probability p is accepted with probability min(1, p/q); after a rejection the next token "
-              "is drawn from the leftover distribution max(0, p − q). This rule keeps the output distributed "
-              "exactly as the target's own samples.",
+         text="With temperature above 0 the target samples, and a drafted token x drawn from the draft's q is "
+              "kept with probability min(1, p(x)/q(x)). After a rejection the next sibling faces the same test "
+              "against what is left: p′ = max(0, p − q) renormalised and q′ = q without the rejected token. "
+              "When every sibling is rejected the correction is drawn from that leftover p′ (EAGLE-2's top-k "
+              "children, not drawn from q, are kept with probability p′(x) instead). Click a node: the figure "
+              "names the test it faced, with its numbers. These rules keep the output distributed exactly as "
+              "the target's own samples.",
          view="probs", preset=dict(temperature=0.8, top_p=0.95, seed=1)),
 ]
 
