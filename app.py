@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -27,6 +28,7 @@ from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
 from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
 from eagle_core.draft import TREE_PRESETS  # noqa: E402  (incl. trees fitted by eagle_core.tree_fit)
 from eagle_core.engine import default_config as _default_config  # noqa: E402
+from eagle_core.fair_lock import FairLock  # noqa: E402
 
 try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
@@ -39,7 +41,13 @@ except ImportError:
 # ZeroGPU runs each @spaces.GPU call in a forked worker, so a decoder stepped there does not keep its state
 # between calls: there (or with EAGLE_LENS_PRECOMPUTE=1) a generation is decoded in one GPU call and its
 # recorded cycles are revealed one per Step / streamed by Run.
-PRECOMPUTE = os.environ.get("EAGLE_LENS_PRECOMPUTE", "1" if (spaces and os.environ.get("SPACES_ZERO_GPU")) else "0") == "1"
+ZERO_GPU = bool(spaces and os.environ.get("SPACES_ZERO_GPU"))
+PRECOMPUTE = os.environ.get("EAGLE_LENS_PRECOMPUTE", "1" if ZERO_GPU else "0") == "1"
+# One model, many sessions: every piece of model work (one cycle, one "How can I") takes this first-come-first-served
+# lock for just that piece, so Runs interleave cycle by cycle with everyone's Steps. Under ZeroGPU each call runs
+# in a worker of its own and the platform schedules them.
+MODEL_LOCK = FairLock()
+STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
 
 log = logging.getLogger("eagle_lens")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -170,27 +178,66 @@ def initial_state() -> dict:
 
 
 # ----------------------------------------------------------------------------- per-session decoders
-SESSIONS: dict[str, dict] = {}   # sid -> {decoder, key, stop: Event, used}
-MAX_SESSIONS, SESSION_TTL = 64, 3600.0
+SESSIONS: dict[str, dict] = {}   # sid -> {decoder, key, stop: Event, used, running, hash}
+MAX_SESSIONS = 64
+IDLE_TIMEOUT = float(os.environ.get("EAGLE_LENS_IDLE_TIMEOUT", 20 * 60))   # seconds before a decoder is freed
+SESSIONS_LOCK = threading.Lock()
 
 
-def session(state: dict) -> dict:
+def sweep_sessions(now: float | None = None) -> int:
+    """Free the decoders (and KV caches) of sessions idle for IDLE_TIMEOUT; returns how many were freed."""
+    now = time.time() if now is None else now
+    with SESSIONS_LOCK:
+        old = [s for s, e in SESSIONS.items() if now - e["used"] > IDLE_TIMEOUT and not e.get("running")]
+        for sid in old:
+            SESSIONS.pop(sid, None)
+    return len(old)
+
+
+def _sweeper():
+    while True:
+        time.sleep(min(60.0, max(1.0, IDLE_TIMEOUT / 4)))
+        try:
+            sweep_sessions()
+        except Exception:   # never let the sweeper die
+            traceback.print_exc()
+
+
+def session(state: dict, request: gr.Request | None = None) -> dict:
     now = time.time()
-    for sid in [s for s, e in SESSIONS.items() if now - e["used"] > SESSION_TTL]:
-        SESSIONS.pop(sid, None)
-    while len(SESSIONS) >= MAX_SESSIONS:
-        SESSIONS.pop(min(SESSIONS, key=lambda s: SESSIONS[s]["used"]), None)
-    if not state.get("sid") or state["sid"] not in SESSIONS:
-        state["sid"] = state.get("sid") or uuid.uuid4().hex
-        SESSIONS[state["sid"]] = dict(decoder=None, key=None, stop=threading.Event(), used=now)
-    SESSIONS[state["sid"]]["used"] = now
-    return SESSIONS[state["sid"]]
+    sweep_sessions(now)
+    with SESSIONS_LOCK:
+        while len(SESSIONS) >= MAX_SESSIONS:
+            idle = [s for s, e in SESSIONS.items() if not e.get("running")] or list(SESSIONS)
+            SESSIONS.pop(min(idle, key=lambda s: SESSIONS[s]["used"]), None)
+        if not state.get("sid") or state["sid"] not in SESSIONS:
+            state["sid"] = state.get("sid") or uuid.uuid4().hex
+            SESSIONS[state["sid"]] = dict(decoder=None, key=None, stop=threading.Event(), used=now, running=False,
+                                          hash=getattr(request, "session_hash", None))
+        ent = SESSIONS[state["sid"]]
+    ent["used"] = now
+    return ent
+
+
+def expired(state: dict) -> bool:
+    """The page shows a live generation whose decoder the server has freed (idle timeout or restart)."""
+    return (state.get("source") == "live" and bool(state.get("records")) and bool(state.get("sid"))
+            and state["sid"] not in SESSIONS)
 
 
 def drop_session(value):
     """gr.State's delete callback: the browser session ended, forget its decoder."""
     if isinstance(value, dict) and value.get("sid"):
         SESSIONS.pop(value["sid"], None)
+
+
+def on_unload(request: gr.Request):
+    """The tab closed: free that session's decoders at once (a running Run stops at its next cycle)."""
+    h = getattr(request, "session_hash", None)
+    with SESSIONS_LOCK:
+        for sid in [s for s, e in SESSIONS.items() if h and e.get("hash") == h]:
+            SESSIONS[sid]["stop"].set()
+            SESSIONS.pop(sid, None)
 
 
 def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total_tokens, max_new):
@@ -272,7 +319,7 @@ def advance(sid: str, n: int = 1) -> list:
 
 @gpu
 def decode_all(cfg, shift: str, prompt: str) -> list:
-    """A whole generation, timed by the engine (the Race and the walkthrough)."""
+    """A whole generation in one call, timed by the engine (ZeroGPU: one GPU call per generation)."""
     from eagle_core.engine import EagleDecoder
     target, heads = MODEL.require()
     dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
@@ -281,26 +328,105 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
     return [dataclasses.asdict(c) for c in dec.cycles]
 
 
-def ensure_decoder(state, prompt, shifted, cfg) -> str:
-    """The session's decoder for these settings; a new generation when there is none, it finished, or the
-    prompt/settings changed. Returns a notice."""
+def model_turn(waiting=None, needs_lock: bool = True):
+    """Generator: wait for the model's turn (first come, first served), yielding `waiting(ahead, seconds)` every
+    0.4 s meanwhile; returns the ticket to `release_turn` after one bounded piece of work."""
+    if ZERO_GPU or not needs_lock:
+        return None
+    ticket = MODEL_LOCK.request()
+    t0 = time.perf_counter()
+    try:
+        while not ticket.wait(0.4):
+            if waiting is not None:
+                yield waiting(MODEL_LOCK.ahead(ticket), time.perf_counter() - t0)
+    except BaseException:           # the page went away while waiting: leave the queue
+        MODEL_LOCK.cancel(ticket)
+        raise
+    return ticket
+
+
+def release_turn(ticket):
+    if ticket is not None:
+        MODEL_LOCK.cancel(ticket)   # a granted ticket releases the lock
+
+
+@contextmanager
+def one_turn():
+    """The model's turn for a piece of work that shows no queue position (blocking)."""
+    if ZERO_GPU:
+        yield
+        return
+    MODEL_LOCK.acquire()
+    try:
+        yield
+    finally:
+        MODEL_LOCK.release()
+
+
+def queue_note(ahead: int, waited: float) -> str:
+    who = "1 request" if ahead == 0 else f"{ahead + 1} requests"
+    return f"⏳ Waiting for the shared model: {who} ahead of you, {waited:.0f} s so far (one cycle each, in turn)."
+
+
+def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
+    """Generator: a whole generation, one cycle per model turn (other sessions interleave); yields what
+    `waiting(ahead, s)` / `progress(records)` return, and returns the records. Engine-timed, so the speed
+    figures do not include the waits."""
+    if ZERO_GPU or PRECOMPUTE:
+        return decode_all(cfg, shift, prompt)
+    from eagle_core.engine import EagleDecoder
+    target, heads = MODEL.require()
+    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    last = time.perf_counter()
+    while not dec.done:
+        ticket = yield from model_turn(waiting)
+        try:
+            dec.step()
+        finally:
+            release_turn(ticket)
+        if progress is not None and time.perf_counter() - last > 0.5:
+            last = time.perf_counter()
+            yield progress(dec.cycles)
+    return [dataclasses.asdict(c) for c in dec.cycles]
+
+
+class Finished(UserError):
+    """Step or Run on a generation that already ended: it is kept, never silently replaced."""
+
+
+def ensure_decoder(state, prompt, shifted, cfg, request=None) -> str:
+    """The session's decoder for these settings: a new generation when there is none or the prompt/settings
+    changed. A finished generation with the same prompt and settings is kept (Finished): a Step or Run queued
+    behind it must not throw its text away. Returns a notice."""
     from eagle_core.engine import EagleDecoder
     target, heads = MODEL.require()
     prompt = check_prompt(prompt)
-    ent = session(state)
+    was_expired = expired(state)
+    ent = session(state, request)
     shift = "shifted" if shifted else "unshifted"
     key = json.dumps([prompt, shift, dataclasses.asdict(cfg)])
     dec = ent["decoder"]
-    if dec is not None and not dec.done and ent["key"] == key and state.get("source") == "live":
-        return ""
-    notice = ("Settings changed: started a new generation." if dec is not None and ent["key"] != key
-              and not dec.done else "Started a new generation." if dec is not None and dec.done else "")
+    if dec is not None and ent["key"] == key and state.get("source") == "live":
+        if not dec.done:
+            return ""
+        recs = state.get("records") or []
+        why = recs[-1].get("finished") if recs else None
+        raise Finished(f"This generation is finished ({why or 'done'}). Press Reset to start it again, or change "
+                       f"the prompt or a setting for a new one.")
+    if was_expired:
+        notice = (f"Your session was idle for over {IDLE_TIMEOUT / 60:.0f} minutes, so the server freed its "
+                  f"decoder; started a new generation.")
+    elif dec is not None and ent["key"] != key and state.get("source") == "live":
+        notice = "Prompt or settings changed: started a new generation."
+    else:
+        notice = ""
     if PRECOMPUTE:
-        ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
+        with one_turn():
+            ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
     else:
         ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
     ent["key"] = key
-    state.update(records=[], prompt=prompt, source="live")
+    state.update(records=[], prompt=prompt, source="live", seen=[0, 0.0])
     return notice
 
 
@@ -318,6 +444,13 @@ def render(state, cycle=None, node=None, status=""):
         e = views.common.empty_figure("Press Step or Run to start")
         return (views.text_html([]), views.stats_html([]), slider, e, gr.update(choices=[], value=None), e, e,
                 views.stats_figure([]), status, state)
+    return (text_panel(state, cyc), views.stats_html(recs, upto=cyc, seen=state.get("seen")), slider,
+            views.tree_figure(rec), gr.update(choices=choices, value=node), views.probs_figure(rec, node),
+            views.mask_figure(rec), views.stats_figure(recs, upto=cyc), status, state)
+
+
+def text_panel(state, cyc=None) -> str:
+    recs = state.get("records") or []
     src = ""
     if state.get("source") == "trace":
         t = TRACE or {}
@@ -325,9 +458,22 @@ def render(state, cycle=None, node=None, status=""):
                f"{views.common.esc(os.path.basename(str(t.get('head'))))}, {views.common.esc(str(t.get('recorded')))}; "
                "shown until you press Step or Run).")
     return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
-            (f"<div class='el-note'>{src}</div>" if src else ""),
-            views.stats_html(recs, upto=cyc), slider, views.tree_figure(rec), gr.update(choices=choices, value=node),
-            views.probs_figure(rec, node), views.mask_figure(rec), views.stats_figure(recs, upto=cyc), status, state)
+            (f"<div class='el-note'>{src}</div>" if src else ""))
+
+
+def render_streaming(state, status, with_tree: bool):
+    """A Run's intermediate update: the text, the cards and the cycle slider (and now and then the tree); the
+    heavier figures are drawn once, when the Run ends or stops, so the browser keeps up and Stop gets through."""
+    recs = state.get("records") or []
+    n = len(recs)
+    out = [gr.update()] * N_RENDER
+    out[0] = text_panel(state)
+    out[1] = views.stats_html(recs, seen=state.get("seen"))
+    out[2] = gr.update(maximum=max(1, n - 1), value=max(n - 1, 0), interactive=False)
+    if with_tree and recs:
+        out[3] = views.tree_figure(recs[-1])
+    out[8], out[9] = status, state
+    return tuple(out)
 
 
 N_RENDER = 10  # outputs of render()
@@ -338,8 +484,9 @@ def status_line(state, extra="") -> str:
     parts = [extra] if extra else []
     if MODEL.notice:
         parts.append(f"⚠️ {MODEL.notice}")
-    if recs and recs[-1].get("finished"):
-        parts.append(f"Generation finished ({recs[-1]['finished']}). Step or Run starts a new one.")
+    if recs and recs[-1].get("finished") and state.get("source") == "live":
+        parts.append(f"Generation finished ({recs[-1]['finished']}). Reset starts it again; a new prompt or "
+                     f"setting starts a new one.")
     return "  \n".join(parts)
 
 
@@ -349,43 +496,97 @@ def brief(exc) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-def fail_outputs(state, msg, n=N_RENDER, status_index=8, state_index=9):
+def fail_outputs(state, msg, n=N_RENDER, status_index=8, state_index=9, icon="❌"):
     out = [gr.update()] * n
-    out[status_index] = f"❌ {msg}"
+    out[status_index] = f"{icon} {msg}" if icon else msg
     if state_index is not None:
         out[state_index] = state
     return tuple(out)
 
 
-def on_step(state, prompt, shifted, *cfg_args):
+def status_only(state, msg):
+    return fail_outputs(state, msg, icon="")
+
+
+def on_step(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total,
+            max_new, request: gr.Request = None):
+    """One cycle. Waits its turn for the shared model (showing the queue), never behind a whole Run."""
+    ticket = None
     try:
-        cfg = make_config(*cfg_args)
-        notice = ensure_decoder(state, prompt, shifted, cfg)
-        state["records"] = state["records"] + advance(state["sid"], 1)
-        return render(state, status=status_line(state, notice))
-    except UserError as exc:
-        return fail_outputs(state, str(exc))
-    except ValueError as exc:   # the engine's messages for bad configs/prompts are meant for users
-        return fail_outputs(state, str(exc))
+        cfg = make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new)
+        ent = SESSIONS.get(state.get("sid") or "")
+        if ent is not None and ent.get("running"):
+            yield status_only(state, "A Run is streaming in this tab: press Stop first, then Step goes on from there.")
+            return
+        notice = ensure_decoder(state, prompt, shifted, cfg, request)
+        ticket = yield from model_turn(lambda ahead, w: status_only(state, queue_note(ahead, w)),
+                                       needs_lock=not isinstance(SESSIONS[state["sid"]]["decoder"], Replay))
+        recs = advance(state["sid"], 1)
+        release_turn(ticket)
+        ticket = None
+        state["records"] = state["records"] + recs
+        yield render(state, status=status_line(state, notice))
+    except Finished as exc:
+        yield status_only(state, f"ℹ️ {exc}")
+    except (UserError, ValueError) as exc:   # the engine's messages for bad configs/prompts are meant for users
+        yield fail_outputs(state, str(exc))
+    except GeneratorExit:
+        raise
     except Exception as exc:
         traceback.print_exc()
-        return fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
+        yield fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
+    finally:
+        release_turn(ticket)
 
 
-def on_run(state, prompt, shifted, *cfg_args):
+def on_run(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total,
+           max_new, request: gr.Request = None):
+    """Cycle after cycle, each in its own model turn; the page gets the text every STREAM_TEXT_S seconds at most
+    and the full figures at the end. Stop is checked between cycles, so it ends the Run within one cycle."""
+    ent, ticket = None, None
     try:
-        cfg = make_config(*cfg_args)
-        notice = ensure_decoder(state, prompt, shifted, cfg)
+        cfg = make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new)
+        ent = SESSIONS.get(state.get("sid") or "")
+        if ent is not None and ent.get("running"):
+            yield status_only(state, "This tab is already running.")
+            ent = None
+            return
+        notice = ensure_decoder(state, prompt, shifted, cfg, request)
         ent = SESSIONS[state["sid"]]
         ent["stop"].clear()
         ent["running"] = True
         dec = ent["decoder"]
+        t_start = time.perf_counter()
+        seen0 = list(state.get("seen") or [0, 0.0])     # what earlier Runs of this generation delivered
+        base = committed_tokens(state)
+        pushed_text = pushed_tree = 0.0
+        status = notice or "Running… (Stop ends it after the cycle in progress)"
         while not dec.done:
-            if ent["stop"].is_set() or ent["decoder"] is not dec:   # Stop, or Reset meanwhile
-                yield render(state, status=status_line(state, "Stopped. Step or Run continues."))
-                return
-            state["records"] = state["records"] + advance(state["sid"], 1)
-            yield render(state, status=status_line(state, notice if dec.done else (notice or "Running…")))
+            if ent["stop"].is_set() or ent["decoder"] is not dec:   # Stop, Reset, or the tab closed meanwhile
+                break
+            ticket = yield from model_turn(lambda ahead, w: status_only(state, queue_note(ahead, w)),
+                                           needs_lock=not isinstance(dec, Replay))
+            if ent["stop"].is_set() or ent["decoder"] is not dec:
+                break
+            recs = advance(state["sid"], 1)
+            release_turn(ticket)
+            ticket = None
+            state["records"] = state["records"] + recs
+            ent["used"] = time.time()
+            now = time.perf_counter()
+            state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (now - t_start)]
+            if not dec.done and now - pushed_text >= STREAM_TEXT_S:
+                tree_due = now - pushed_tree >= STREAM_TREE_S
+                yield render_streaming(state, status, with_tree=tree_due)
+                pushed_text = time.perf_counter()
+                pushed_tree = pushed_text if tree_due else pushed_tree
+        stopped = not dec.done
+        ent["running"] = False
+        state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (time.perf_counter() - t_start)]
+        yield render(state, status=status_line(state, (notice + "  \n" if notice else "") +
+                                               ("Stopped. Step or Run goes on from here." if stopped else "")))
+    except Finished as exc:
+        yield status_only(state, f"ℹ️ {exc}")
     except GeneratorExit:   # the page went away mid-run
         raise
     except (UserError, ValueError) as exc:
@@ -394,8 +595,13 @@ def on_run(state, prompt, shifted, *cfg_args):
         traceback.print_exc()
         yield fail_outputs(state, f"Something went wrong ({brief(exc)}); press Reset and try again.")
     finally:
-        if state.get("sid") in SESSIONS:
-            SESSIONS[state["sid"]]["running"] = False
+        release_turn(ticket)
+        if ent is not None:
+            ent["running"] = False
+
+
+def committed_tokens(state) -> int:
+    return sum(len(r["new_tokens"]) for r in state.get("records") or [])
 
 
 def on_stop(state):
@@ -403,15 +609,15 @@ def on_stop(state):
     if ent is None or not ent.get("running"):
         return "Nothing is running."
     ent["stop"].set()
-    return "Stopping after this cycle…"
+    return "Stopping after the cycle in progress…"
 
 
 def on_reset(state):
     ent = SESSIONS.get(state.get("sid") or "")
     if ent is not None:
-        ent.update(decoder=None, key=None)
         ent["stop"].set()
-    state.update(records=[], prompt="", source="live", plain=[], race_eagle=[])
+        ent.update(decoder=None, key=None)
+    state.update(records=[], prompt="", source="live", plain=[], race_eagle=[], seen=[0, 0.0])
     return render(state, status=status_line(state, "Reset. Press Step or Run."))
 
 
@@ -457,29 +663,43 @@ def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dic
                    f"mismatch, a bug in the verification")
 
 
-def on_race(state, prompt, shifted, *cfg_args):
+def on_race(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total,
+            max_new):
+    """Plain decoding, then EAGLE, of the same prompt, one cycle per model turn (other sessions interleave);
+    the speeds are the engine's own timings, which do not include the waits."""
     try:
-        cfg = make_config(*cfg_args)
+        cfg = make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new)
         prompt = check_prompt(prompt)
         MODEL.require()
         lean = dataclasses.replace(cfg, record_topk=0)
         shift = "shifted" if shifted else "unshifted"
-        plain = decode_all(dataclasses.replace(lean, draft="vanilla"), shift, prompt)
-        eagle = decode_all(lean, shift, prompt)
+        waiting = lambda ahead, w: (gr.update(), queue_note(ahead, w), state)   # noqa: E731
+
+        def progress(which):
+            return lambda cycles: (gr.update(), f"⏳ Race: {which}, {cycles[-1].total_new_tokens} of "
+                                                f"{cfg.max_new_tokens} tokens…", state)
+        plain = yield from decode_in_turns(dataclasses.replace(lean, draft="vanilla"), shift, prompt, waiting,
+                                           progress("plain decoding"))
+        eagle = yield from decode_in_turns(lean, shift, prompt, waiting, progress("EAGLE"))
         state.update(plain=plain, race_eagle=eagle)
         e, v = views.summary(eagle), views.summary(plain)
         pt, et = [t for r in plain for t in r["new_tokens"]], [t for r in eagle for t in r["new_tokens"]]
         greedy = cfg.temperature == 0
-        div, eps = race_divergence(prompt, pt, et) if greedy and pt != et else (None, 0.0)
+        div, eps = (None, 0.0)
+        if greedy and pt != et:
+            with one_turn():
+                div, eps = race_divergence(prompt, pt, et)
         same = race_sameness(greedy, pt, et, div, eps)
-        msg = (f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} tok/s; "
+        msg = (f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} tok/s (engine time); "
                f"{e['forwards']} vs {v['forwards']} target passes; {same}.")
-        return views.race_figure(eagle, plain), msg, state
+        yield views.race_figure(eagle, plain), msg, state
     except (UserError, ValueError) as exc:
-        return gr.update(), f"❌ {exc}", state
+        yield gr.update(), f"❌ {exc}", state
+    except GeneratorExit:
+        raise
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), f"❌ Race failed ({brief(exc)}).", state
+        yield gr.update(), f"❌ Race failed ({brief(exc)}).", state
 
 
 @gpu
@@ -493,6 +713,8 @@ def _ambiguity(prefix, branches, chat=False):
 
 
 def on_ambiguity(prefix, branches, chat=False):
+    """One bounded piece of model work (a few forwards), in its turn."""
+    ticket = None
     try:
         if not isinstance(prefix, str) or not prefix.strip():
             raise UserError("Type a prefix, e.g. “How can I”.")
@@ -504,14 +726,22 @@ def on_ambiguity(prefix, branches, chat=False):
             raise UserError("Branches must be a number.") from None
         if not 2 <= b <= 6:
             raise UserError("Branches must be between 2 and 6.")
+        MODEL.require()
+        ticket = yield from model_turn(lambda ahead, w: (gr.update(), gr.update(), gr.update(), queue_note(ahead, w)))
         rec = _ambiguity(prefix, b, chat)
-        return (views.ambiguity_figure(rec), views.ambiguity_dist_figure(rec), views.ambiguity_html(rec),
-                "Computed live from the target and both heads.")
+        release_turn(ticket)
+        ticket = None
+        yield (views.ambiguity_figure(rec), views.ambiguity_dist_figure(rec), views.ambiguity_html(rec),
+               "Computed live from the target and both heads.")
     except (UserError, ValueError) as exc:
-        return gr.update(), gr.update(), gr.update(), f"❌ {exc}"
+        yield gr.update(), gr.update(), gr.update(), f"❌ {exc}"
+    except GeneratorExit:
+        raise
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), gr.update(), gr.update(), f"❌ Could not compute ({brief(exc)})."
+        yield gr.update(), gr.update(), gr.update(), f"❌ Could not compute ({brief(exc)})."
+    finally:
+        release_turn(ticket)
 
 
 # ----------------------------------------------------------------------------- walkthrough
@@ -530,20 +760,35 @@ def on_walk_live(i):
         i = int(i)
         s = step_settings(i)
         view = STEPS[i]["view"]
+        waiting = lambda ahead, w: (gr.update(), queue_note(ahead, w))   # noqa: E731
+        progress = lambda cycles: (gr.update(), f"⏳ Decoding live: {cycles[-1].total_new_tokens} tokens…")  # noqa: E731
         if view == "ambiguity":
-            return views.ambiguity_figure(_ambiguity("How can I", 4)), "Live."
+            MODEL.require()
+            ticket = yield from model_turn(waiting)
+            try:
+                rec = _ambiguity("How can I", 4)
+            finally:
+                release_turn(ticket)
+            yield views.ambiguity_figure(rec), "Live."
+            return
         cfg = make_config(s["temperature"], s["top_p"], s["seed"], s["shape"], s["tree_kind"], "cpu-12",
                           s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
         shift = "shifted" if s["shifted"] else "unshifted"
-        recs = decode_all(dataclasses.replace(cfg, record_topk=0) if view == "race" else cfg, shift, s["prompt"])
-        plain = decode_all(dataclasses.replace(cfg, draft="vanilla", record_topk=0), shift, s["prompt"]) \
-            if view == "race" else None
-        return walk_figure(i, recs, plain), f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}."
+        MODEL.require()
+        recs = yield from decode_in_turns(dataclasses.replace(cfg, record_topk=0) if view == "race" else cfg, shift,
+                                          s["prompt"], waiting, progress)
+        plain = None
+        if view == "race":
+            plain = yield from decode_in_turns(dataclasses.replace(cfg, draft="vanilla", record_topk=0), shift,
+                                               s["prompt"], waiting, progress)
+        yield walk_figure(i, recs, plain), f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}."
     except (UserError, ValueError) as exc:
-        return gr.update(), f"❌ {exc}"
+        yield gr.update(), f"❌ {exc}"
+    except GeneratorExit:
+        raise
     except Exception as exc:
         traceback.print_exc()
-        return gr.update(), f"❌ Failed ({brief(exc)})."
+        yield gr.update(), f"❌ Failed ({brief(exc)})."
 
 
 def on_walk_apply(i):
@@ -669,7 +914,8 @@ def build_demo() -> gr.Blocks:
 
         cfg_inputs = [temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new]
         outs = [text, cards, cycle, tree, node, probs, mask, stats, status, state]
-        model_kw = dict(concurrency_id="model", concurrency_limit=1)
+        # the model itself is shared through MODEL_LOCK, one cycle at a time; these handlers only wait their turn
+        model_kw = dict(concurrency_id="model", concurrency_limit=MAX_SESSIONS)
         step_btn.click(on_step, [state, prompt, shifted] + cfg_inputs, outs, api_name="step", **model_kw)
         run_btn.click(on_run, [state, prompt, shifted] + cfg_inputs, outs, api_name="run", **model_kw)
         stop_btn.click(on_stop, [state], [status], api_name="stop", concurrency_limit=None)
@@ -690,9 +936,49 @@ def build_demo() -> gr.Blocks:
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner")
-        demo.load(lambda s: status_line(s) if MODEL.ready.is_set() else "", [state], [status],
-                  api_visibility="private")
+        demo.load(on_open, [state], [status, state], api_visibility="private")
+        demo.unload(on_unload)
+        # for the load test and monitoring: this session's generated tokens, and the server's memory and queue
+        tokens_btn = gr.Button(visible=False)
+        tokens_json = gr.JSON(visible=False)
+        tokens_btn.click(on_session_tokens, [state], [tokens_json], api_name="session_tokens", concurrency_limit=None)
+        stats_btn = gr.Button(visible=False)
+        stats_btn.click(server_stats, None, [tokens_json], api_name="server_stats", concurrency_limit=None)
     return demo
+
+
+def on_open(state, request: gr.Request):
+    """A page opened: remember its session hash so closing the tab frees its decoder."""
+    if not MODEL.ready.is_set():
+        return "", state
+    session(state, request)
+    msg = status_line(state)
+    return msg, state
+
+
+def on_session_tokens(state) -> dict:
+    """The live generation of this session: token ids, text, finished (what the load test checks for cross-talk)."""
+    ids = [t for r in (state.get("records") or []) for t in r["new_tokens"]] if state.get("source") == "live" else []
+    text = MODEL.target.decode(ids) if (ids and MODEL.target is not None) else ""
+    recs = state.get("records") or []
+    return {"token_ids": ids, "text": text, "finished": recs[-1].get("finished") if recs else None,
+            "cycles": len(recs), "sid": state.get("sid")}
+
+
+def server_stats() -> dict:
+    """Resident memory, live sessions and the model queue (no per-session data)."""
+    rss = 0
+    try:
+        with open("/proc/self/status") as f:
+            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        pass
+    with SESSIONS_LOCK:
+        live = sum(1 for e in SESSIONS.values() if e.get("decoder") is not None)
+        n = len(SESSIONS)
+    return {"rss_mb": round(rss, 1), "sessions": n, "decoders": live, "running": sum(
+        1 for e in list(SESSIONS.values()) if e.get("running")), "waiting": MODEL_LOCK.waiting(),
+        "model_turns": MODEL_LOCK.holds}
 
 
 def main(argv=None):
@@ -709,9 +995,10 @@ def main(argv=None):
         args.host = "0.0.0.0"
     start_loading(args.target, args.head)
     demo = build_demo()
-    demo.queue(default_concurrency_limit=4, max_size=64)
+    demo.queue(default_concurrency_limit=8, max_size=512)
+    threading.Thread(target=_sweeper, daemon=True, name="session-sweeper").start()
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=CLICK_JS, show_error=False,
-                theme=gr.themes.Soft(primary_hue="green", text_size="lg"))
+                theme=gr.themes.Soft(primary_hue="green", text_size="lg"), max_threads=4 * MAX_SESSIONS)
 
 
 if __name__ == "__main__":

@@ -251,3 +251,98 @@ def test_walkthrough_settings_open_in_lens(client):
     assert out[1] > 0 and out[5] == "Tree"       # step 7: temperature > 0
     out = client.predict(STEPS[5]["title"], api_name="/walk_apply")
     assert out[5] == "Chain"
+
+
+# ----------------------------------------------------------------------------- a classroom on one machine
+@pytest.fixture
+def slow_cycles(monkeypatch):
+    """Each model cycle takes `delay[0]` s longer (a real model's order of magnitude), inside its model turn, so
+    the timing across sessions is measurable with the tiny target."""
+    delay = [0.04]
+    real = app.gpu_advance
+
+    def slow(sid, n=1):
+        time.sleep(delay[0])
+        return real(sid, n)
+    monkeypatch.setattr(app, "gpu_advance", slow)
+    return delay
+
+
+def wait_outputs(job, n, limit=60):
+    t0 = time.time()
+    while len(job.outputs()) < n and not job.done() and time.time() - t0 < limit:
+        time.sleep(0.02)
+
+
+def test_a_step_answers_while_another_session_runs(url, slow_cycles):
+    """Fair sharing: a Run yields the model between cycles, so another student's Step waits for at most a few
+    cycles, not for the whole generation."""
+    a, b = Client(url, verbose=False), Client(url, verbose=False)
+    job = a.submit(PROMPT, True, *cfg(max_new=300, shape="Chain", depth=1), api_name="/run")   # ~10 s of cycles
+    wait_outputs(job, 2)
+    step(b)                                                   # prefill
+    t0 = time.time()
+    out = step(b)
+    latency = time.time() - t0
+    assert not job.done(), "the Run must still be streaming"
+    assert "Cycle 1" in plot(out[3])["layout"]["title"]["text"]
+    assert latency < 0.6, f"a Step waited {latency:.2f} s behind a Run (cycles take ~0.04 s)"
+    a.predict(api_name="/stop")
+    job.result()
+
+
+def test_stop_ends_a_run_within_a_cycle(client, slow_cycles):
+    job = client.submit(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/run")
+    wait_outputs(job, 3)
+    t0 = time.time()
+    client.predict(api_name="/stop")
+    while not job.done() and time.time() - t0 < 30:
+        time.sleep(0.01)
+    took = time.time() - t0
+    assert "Stopped" in job.outputs()[-1][8]
+    assert took < 0.5, f"Stop took {took:.2f} s (a cycle takes ~0.04 s)"
+
+
+def test_waiting_student_sees_the_queue(url, slow_cycles):
+    slow_cycles[0] = 0.7                                      # one cycle longer than the 0.4 s waiting tick
+    a, b = Client(url, verbose=False), Client(url, verbose=False)
+    step(b)
+    job = a.submit(PROMPT, True, *cfg(max_new=40, shape="Chain", depth=1), api_name="/run")
+    wait_outputs(job, 1, limit=10)
+    time.sleep(0.1)
+    sjob = b.submit(PROMPT, True, *cfg(), api_name="/step")
+    sjob.result()
+    statuses = [o[8] for o in sjob.outputs()]
+    assert any("Waiting for the shared model" in str(s) for s in statuses), statuses
+    a.predict(api_name="/stop")
+    job.result()
+
+
+def test_finished_generation_is_kept(client):
+    final = client.submit(PROMPT, True, *cfg(max_new=6), api_name="/run").result()
+    assert "finished" in final[8]
+    before = client.predict(api_name="/session_tokens")
+    assert len(before["token_ids"]) == 6 or before["finished"] == "eos"
+    out = step(client, max_new=6)                             # a Step after the end: the text stays
+    assert "finished" in out[8] and not out[8].startswith("❌")
+    assert client.predict(api_name="/session_tokens")["token_ids"] == before["token_ids"]
+    client.predict(api_name="/reset")
+    assert "prefill" in plot(step(client, max_new=6)[3])["layout"]["title"]["text"]
+
+
+def test_idle_session_expires_with_a_message(client, monkeypatch):
+    step(client)
+    step(client)
+    monkeypatch.setattr(app, "IDLE_TIMEOUT", 0.01)
+    time.sleep(0.05)
+    assert app.sweep_sessions() >= 1
+    stats = client.predict(api_name="/server_stats")
+    assert stats["rss_mb"] > 0 and "decoders" in stats
+    out = step(client)
+    assert "idle" in out[8] and "prefill" in plot(out[3])["layout"]["title"]["text"]
+
+
+def test_tokens_per_second_cards_are_labelled(client):
+    final = client.submit(PROMPT, True, *cfg(max_new=8), api_name="/run").result()
+    cards = final[1]
+    assert "tokens/s on this page" in cards and "tokens/s of the engine" in cards

@@ -21,7 +21,9 @@ def summary(records) -> dict:
                 verify_seconds=sum(r["verify_seconds"] for r in recs))
 
 
-def stats_html(records, upto: int | None = None) -> str:
+def stats_html(records, upto: int | None = None, seen: list | None = None) -> str:
+    """The cards. `seen` = [tokens, wall seconds] that Runs of this generation delivered to the page (waiting
+    for other sessions and drawing included); the engine's own rate counts model time only."""
     recs = as_dicts(records)
     if upto is not None:
         recs = [r for r in recs if r["cycle"] <= upto]
@@ -33,7 +35,9 @@ def stats_html(records, upto: int | None = None) -> str:
              (str(r["accept_length"]), "drafted tokens accepted"),
              (f"{s['tau']:.2f}", "τ: tokens per target pass"),
              (f"{s['tokens']} / {s['forwards']}", "tokens / target passes"),
-             (f"{s['tokens_per_s']:.1f}", "tokens per second"),
+             (f"{seen[0] / seen[1]:.1f}" if seen and seen[0] and seen[1] > 0 else "–",
+              "tokens/s on this page (Run, wall clock: waiting + drawing)"),
+             (f"{s['tokens_per_s']:.1f}", "tokens/s of the engine (model time only)"),
              (f"{1000 * (r['draft_seconds']):.0f}+{1000 * r['verify_seconds']:.0f} ms", "draft + verify time")]
     return "<div class='el-cards'>" + "".join(
         f"<div class='el-card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for v, k in cards) + "</div>"
