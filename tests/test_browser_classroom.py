@@ -1,0 +1,113 @@
+"""Two students in real Chromium on the embedded SmolLM2-135M: Stop ends a Run within a cycle, and another
+student's Step answers while that Run streams. Also measures how busy the browser is during a Run.
+
+Skips when playwright or Chromium is missing (setup.sh installs the embedded target). Prints the measured latencies (pytest -s).
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from test_browser import ARGS, CHROMIUM, ROOT, playwright_api  # noqa: F401  (skips without playwright/Chromium)
+
+LONGTASKS_JS = """() => { window.__busy = 0; new PerformanceObserver((l) => { for (const e of l.getEntries())
+  window.__busy += e.duration; }).observe({entryTypes: ['longtask']}); }"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port)], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        if proc.poll() is not None:
+            pytest.fail("app exited:\n" + proc.stdout.read()[-3000:])
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def status(page) -> str:
+    return page.locator("#el-status").inner_text()
+
+
+def passes(page) -> int:
+    """Target passes so far, read off the 'tokens / target passes' card."""
+    txt = page.locator(".el-card", has_text="tokens / target passes").locator("b").inner_text()
+    return int(txt.split("/")[1])
+
+
+def open_page(browser, url):
+    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.goto(url)
+    page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=120000)
+    return page
+
+
+def test_stop_and_a_second_student_in_the_browser(server):
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        a, b = open_page(browser, server), open_page(browser, server)
+        a.locator("input[type=number][aria-label*='Max new tokens']").first.fill("400")
+        a.locator("input[type=number][aria-label*='Max new tokens']").first.press("Enter")
+        a.fill("textarea", "Write a long story about a lighthouse keeper and a storm.")
+        a.evaluate(LONGTASKS_JS)
+        t_run = time.time()
+        a.locator("#el-run").click()
+        a.wait_for_function("() => document.querySelector('#el-status').innerText.includes('Running')",
+                            timeout=30000)
+        text0 = len(a.locator(".el-text").inner_text())
+        time.sleep(1.5)
+        assert len(a.locator(".el-text").inner_text()) > text0, "the text panel must follow the new tokens"
+
+        # a second student steps while the Run streams
+        b.locator("#el-step").click()                                             # prefill
+        b.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.includes('prefill')",
+                            timeout=30000)
+        t0 = time.time()
+        b.locator("#el-step").click()
+        b.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.startsWith('Cycle 1')",
+                            timeout=30000)
+        step_latency = time.time() - t0
+        assert "Running" in status(a), "the Run must still be streaming while the other student steps"
+
+        # Stop mid-run
+        time.sleep(1.0)
+        before = passes(a)
+        t0 = time.time()
+        a.locator("#el-stop").click()
+        a.wait_for_function("() => document.querySelector('#el-status').innerText.includes('Stopped')",
+                            timeout=30000)
+        stop_latency = time.time() - t0
+        run_s = time.time() - t_run
+        busy = a.evaluate("() => window.__busy") / 1000.0
+        after = passes(a)
+        print(f"\nStep of a 2nd student during a Run: {step_latency:.2f} s; Stop -> 'Stopped' shown: "
+              f"{stop_latency:.2f} s; target passes shown at the click {before}, final {after}; "
+              f"browser long tasks {busy:.1f} s of {run_s:.1f} s ({100 * busy / run_s:.0f}%)")
+        assert after < 400
+        assert stop_latency < 2.0, f"Stop took {stop_latency:.2f} s"
+        assert step_latency < 3.0, f"a Step waited {step_latency:.2f} s behind another student's Run"
+        assert busy / run_s < 0.5, f"the browser was busy {100 * busy / run_s:.0f}% of the Run"
+        browser.close()
