@@ -231,7 +231,8 @@ class EagleDecoder:
                            total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
                            tau=len(self.new_ids) / self.target_forwards, finished=self.finished,
                            bonus_from=FROM_ARGMAX if self.cfg.temperature == 0 else FROM_TARGET,
-                           temperature=self.cfg.temperature)
+                           temperature=self.cfg.temperature,
+                           new_token_bytes=[self.target.token_bytes(t).hex() for t in committed])
 
     # ------------------------------------------------------------------ one cycle
     @torch.inference_mode()
@@ -309,7 +310,8 @@ class EagleDecoder:
             new_tokens=committed, accept_length=len(acc.path), draft_seconds=draft_s, verify_seconds=verify_s,
             other_seconds=0.0, total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
             tau=len(self.new_ids) / self.target_forwards, finished=self.finished, bonus_from=acc.source,
-            drafts_skipped=tree.skipped, temperature=self.cfg.temperature)
+            drafts_skipped=tree.skipped, temperature=self.cfg.temperature,
+            new_token_bytes=[self.target.token_bytes(t).hex() for t in committed] if detail else [])
 
     def result(self, prompt: str = "") -> GenerationResult:
         return GenerationResult(prompt=prompt, prompt_ids=self.prompt_ids, token_ids=list(self.new_ids),

@@ -72,6 +72,8 @@ class CycleRecord:
     bonus_from: str = FROM_ARGMAX   # which distribution the bonus/correction was drawn from (FROM_*)
     drafts_skipped: int = 0     # children the tree shape asked for that the draft's support could not give
     temperature: float = 0.0
+    new_token_bytes: list[str] = field(default_factory=list)   # hex of each committed token's bytes: the text
+                                # is decoded from their join, so a character split over tokens shows whole
 
     def to_dict(self) -> dict:
         return asdict(self)

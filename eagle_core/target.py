@@ -13,6 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from .attention import use_tree_attention
+from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -175,8 +176,16 @@ class Target:
     def decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The token's exact bytes (a byte-level token may hold part of a character)."""
+        tb = self.__dict__.get("_token_bytes")
+        if tb is None:
+            tb = self.__dict__["_token_bytes"] = TokenBytes(self.tokenizer)
+        return tb(token_id)
+
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+        """One token shown alone: its characters, or its byte piece ("<E4 BD>") when it holds part of one."""
+        return display_text(self.token_bytes(token_id))
 
 
 def _stop_ids(tokenizer, config) -> list[int]:

@@ -166,7 +166,10 @@ def test_stats_and_race():
         assert want in n
     hist = next(t for t in fig.data if t.name == "cycles with this accepted length")
     assert list(hist.y) == [0, 2]
-    assert "τ" in stats_html(recs) and "tokens per second" in stats_html(recs)
+    cards = stats_html(recs)
+    assert "τ" in cards and "tokens/s of the engine" in cards and "tokens/s on this page" in cards
+    assert "<b>–</b><span>tokens/s on this page" in cards                       # no Run yet: nothing to claim
+    assert "<b>2.0</b><span>tokens/s on this page" in stats_html(recs, seen=[10, 5.0])
     plain = [prefill()] + [dataclasses.replace(prefill(), cycle=i, total_new_tokens=i + 1, target_forwards=i + 1)
                            for i in range(1, 5)]
     race = race_figure(recs, plain)

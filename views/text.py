@@ -1,6 +1,8 @@
 """The generated text, every token coloured by the cycle that committed it."""
 from __future__ import annotations
 
+from eagle_core.token_bytes import join_pieces
+
 from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc, esc_attr
 
 LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token: "
@@ -39,15 +41,25 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
     parts.append(LEGEND)
     body = []
     last = recs[-1]["cycle"] if recs else None
+    toks = []   # (cycle, kind, token id, bytes) of every committed token, in order
     for r in recs:
-        colour = CYCLE_PALETTE[r["cycle"] % len(CYCLE_PALETTE)]
-        for text, kind, tid in committed_pieces(r):
-            cls = "el-tok el-" + ("draft" if kind == "draft" else kind)
-            if r["cycle"] == last:
-                cls += " el-current"
-            title = (f"cycle {r['cycle']}: " + ("drafted by the head, accepted by the target" if kind == "draft"
-                                                else f"the target's own {kind} token") + f" (id {tid})")
-            body.append(f"<span class='{cls}' style='background:{colour}' title='{esc_attr(title)}'>{_vis(text)}</span>")
+        hexes = r.get("new_token_bytes") or []
+        for k, (text, kind, tid) in enumerate(committed_pieces(r)):
+            raw = bytes.fromhex(hexes[k]) if k < len(hexes) else text.encode("utf-8")
+            toks.append((r["cycle"], kind, tid, raw))
+    # decode from the joined bytes: a character split over tokens is one span (coloured by its last token)
+    for group, text in join_pieces([t[3] for t in toks]):
+        cyc, kind, tid, _ = toks[group[-1]]
+        colour = CYCLE_PALETTE[cyc % len(CYCLE_PALETTE)]
+        cls = "el-tok el-" + ("draft" if kind == "draft" else kind)
+        if cyc == last:
+            cls += " el-current"
+        ids = ", ".join(str(toks[g][2]) for g in group)
+        title = (f"cycle {cyc}: " + ("drafted by the head, accepted by the target" if kind == "draft"
+                                     else f"the target's own {kind} token")
+                 + (f" (id {ids})" if len(group) == 1 else f" (tokens {ids}: one character split over "
+                                                           f"{len(group)} tokens)"))
+        body.append(f"<span class='{cls}' style='background:{colour}' title='{esc_attr(title)}'>{_vis(text)}</span>")
     if not body:
         body.append("<span style='color:#888'>(nothing generated yet: press Step or Run)</span>")
     parts.append("<div class='el-text'>" + "".join(body) + "</div>")
