@@ -66,27 +66,27 @@ def test_tree_figure_traces(as_dict):
     rec = synthetic_cycle()
     fig = tree_figure(dataclasses.asdict(rec) if as_dict else rec)
     n = names(fig)
-    for want in ("accepted path", "root (last committed token)", "accepted", "rejected", "not reached",
-                 "correction (target's token)"):
+    for want in ("accepted path", "root (last committed token)", "✓ accepted", "✗ rejected", "· not reached",
+                 "◆ correction (target's token)"):
         assert want in n, (want, n)
-    acc = next(t for t in fig.data if t.name == "accepted")
+    acc = next(t for t in fig.data if t.name == "✓ accepted")
     assert list(acc.customdata) == [1]
     path = next(t for t in fig.data if t.name == "accepted path")
     assert path.line.width >= 5 and len([x for x in path.x if x is not None]) == 2   # root -> ' I'
-    rej = next(t for t in fig.data if t.name == "rejected")
+    rej = next(t for t in fig.data if t.name == "✗ rejected")
     assert sorted(rej.customdata) == [3, 4]
     assert "q = " in rej.hovertext[0] and "target p" in rej.hovertext[0] and "depth" in rej.hovertext[0]
     labels = [a.text for a in fig.layout.annotations]
-    assert "␣I" in labels and "↵" in labels and "<b>␣get</b> (correction)" in labels
+    assert "✓ ␣I" in labels and "· ↵" in labels and "◆ <b>␣get</b> (correction)" in labels
     fig.to_json()
 
 
 def test_tree_prefill_and_bonus():
     fig = tree_figure(prefill())
-    assert "bonus (target's token)" in names(fig)
+    assert "★ bonus (target's token)" in names(fig)
     assert "prefill" in fig.layout.title.text
     fig = tree_figure(synthetic_cycle(kind="bonus"))
-    assert "bonus (target's token)" in names(fig)
+    assert "★ bonus (target's token)" in names(fig)
     assert "cut at" not in fig.layout.title.text
     # the last cycle of a run can commit fewer tokens than it verified; the caption says why
     cut = dataclasses.asdict(synthetic_cycle(kind="bonus"))
@@ -221,3 +221,68 @@ def test_walkthrough_steps_and_figures():
         fig = walk_figure(i, recs, recs, None)
         fig.to_json()
     assert step_settings(5)["shape"] == "Chain" and step_settings(6)["temperature"] > 0
+
+
+# ----------------------------------------------------------------------------- colour-blind safe
+# Machado, Oliveira & Fernandes (2009), severity 1.0, applied in linear RGB
+CVD = {"deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                        [-0.011820, 0.042940, 0.968881]],
+       "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                      [-0.003882, -0.048116, 1.051998]]}
+
+
+def _lab(rgb):
+    """sRGB (0-255) -> CIELAB (D65)."""
+    lin = [((c / 255 + 0.055) / 1.055) ** 2.4 if c / 255 > 0.04045 else c / 255 / 12.92 for c in rgb]
+    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def _simulate(hex_colour, kind):
+    h = hex_colour.lstrip("#")
+    rgb = [int(h[k:k + 2], 16) for k in (0, 2, 4)]
+    lin = [((c / 255 + 0.055) / 1.055) ** 2.4 if c / 255 > 0.04045 else c / 255 / 12.92 for c in rgb]
+    m = CVD[kind]
+    out = [min(1.0, max(0.0, sum(m[r][k] * lin[k] for k in range(3)))) for r in range(3)]
+    return [round(255 * (12.92 * c if c <= 0.0031308 else 1.055 * c ** (1 / 2.4) - 0.055)) for c in out]
+
+
+def _delta_e(a, b):
+    return sum((x - y) ** 2 for x, y in zip(_lab(a), _lab(b))) ** 0.5
+
+
+def _hexes(d):
+    h = d.lstrip("#")
+    return [int(h[k:k + 2], 16) for k in (0, 2, 4)]
+
+
+@pytest.mark.parametrize("kind", ["deuteranopia", "protanopia"])
+def test_statuses_stay_apart_under_colour_blindness(kind):
+    """The colours the figures actually draw, simulated for colour-blind viewers, stay clearly apart (CIE76
+    delta E >= 20 between statuses), and each status also carries a non-colour cue (glyph, symbol, hatch)."""
+    tree = tree_figure(synthetic_cycle())
+    by_name = {t.name: t for t in tree.data}
+    status = {k: by_name[k].marker.color for k in ("✓ accepted", "✗ rejected", "· not reached")}
+    symbols = {by_name[k].marker.symbol for k in status}
+    assert len(symbols) == 3                                     # a shape per status, not only a colour
+    probs = probs_figure(synthetic_cycle(sampling=True), 3)
+    q_bar = next(t for t in probs.data if t.name == "draft q (head)")
+    p_bar = next(t for t in probs.data if t.name == "target p")
+    assert q_bar.marker.pattern.shape and not p_bar.marker.pattern.shape   # hatched draft vs solid target
+    corr = tree_figure(synthetic_cycle(kind="correction"))
+    bonus = tree_figure(synthetic_cycle(kind="bonus"))
+    pairs = [(status["✓ accepted"], status["✗ rejected"]), (status["✓ accepted"], status["· not reached"]),
+             (status["✗ rejected"], status["· not reached"]), (q_bar.marker.color, p_bar.marker.color),
+             (next(t for t in corr.data if t.name == "◆ correction (target's token)").marker.color,
+              next(t for t in bonus.data if t.name == "★ bonus (target's token)").marker.color)]
+    for a, b in pairs:
+        d = _delta_e(_simulate(a, kind), _simulate(b, kind))
+        assert d >= 20, f"{a} vs {b} under {kind}: delta E {d:.1f}"
+    # the check can fail: the old two oranges ("target p" vs the correction's bar) collapse into one olive
+    assert _delta_e(_simulate("#ff8c1a", kind), _simulate("#e08214", kind)) < 20
+    # and the glyphs are in the node labels
+    labels = [a.text for a in tree.layout.annotations]
+    assert any(t.startswith("✓ ") for t in labels) and any(t.startswith("✗ ") for t in labels)

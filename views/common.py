@@ -8,18 +8,22 @@ import dataclasses
 import html
 import re
 
-# status colours (colour-blind friendly enough: green / red / grey differ in lightness too)
-ACCEPTED = "#1a9850"
-REJECTED = "#d73027"
-NOT_REACHED = "#9e9e9e"
-ROOT = "#2c3e91"
-BONUS = "#1f78b4"
-CORRECTION = "#e08214"
-DRAFT_Q = "#7b61ff"    # draft head (q)
-TARGET_P = "#ff8c1a"   # target (p)
+# The Okabe-Ito palette: its colours stay apart under deuteranopia, protanopia and tritanopia (tests simulate
+# that). Colour is never the only cue: every status also has a glyph (and the views a shape, hatch or line style).
+ACCEPTED = "#009E73"     # bluish green   ✓
+REJECTED = "#D55E00"     # vermillion     ✗
+NOT_REACHED = "#BBBBBB"  # light grey     ·
+ROOT = "#0072B2"         # blue           ◆
+BONUS = "#56B4E9"        # sky blue       ★
+CORRECTION = "#E69F00"   # orange         ◆ (a diamond box)
+DRAFT_Q = "#CC79A7"      # reddish purple, hatched bars: the draft head (q)
+TARGET_P = "#0072B2"     # blue, solid bars: the target (p)
+DRAFT_PATTERN = "/"      # the draft's bars are hatched, the target's solid
 STATUS_COLOURS = {"root": ROOT, "accepted": ACCEPTED, "rejected": REJECTED, "not_reached": NOT_REACHED}
-STATUS_NAMES = {"root": "root (last committed token)", "accepted": "accepted",
-                "rejected": "rejected", "not_reached": "not reached"}
+STATUS_GLYPHS = {"root": "", "accepted": "✓", "rejected": "✗", "not_reached": "·"}
+KIND_GLYPHS = {"bonus": "★", "correction": "◆", "first token": "★"}
+STATUS_NAMES = {"root": "root (last committed token)", "accepted": "✓ accepted",
+                "rejected": "✗ rejected", "not_reached": "· not reached"}
 # one hue per cycle in the text view (cycles repeat the palette)
 CYCLE_PALETTE = ["#cfe8ff", "#ffe2b8", "#d9f2d0", "#f3d1f0", "#fff3b0", "#d6d9ff", "#ffd3cc", "#cdeee9"]
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=15, color="#222")

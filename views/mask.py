@@ -21,17 +21,20 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
         return empty_figure("Prefill: no tree yet — the prompt is read with ordinary causal attention")
     m = ancestry_of(rec)
     labels = [f"{n['index']}:{show_token(n['text'], 10)}" for n in nodes]
+    n_nodes = len(nodes)
     # cell value: 0 hidden, 1 visible, 2 visible and both on the accepted path
     path = set([0] + rec["accepted_path"])
     z = [[(2 if (nodes[r]["index"] in path and nodes[c]["index"] in path) else 1) if m[r][c] else 0
           for c in range(len(nodes))] for r in range(len(nodes))]
     text = [[(f"{labels[r]} sees {labels[c]}" if m[r][c] else f"{labels[r]} does not see {labels[c]}")
              for c in range(len(nodes))] for r in range(len(nodes))]
+    marks = [["✓" if v == 2 else "" for v in row] for row in z]   # the accepted path, not by colour alone
     fig = go.Figure(go.Heatmap(
         z=z, x=labels, y=labels, zmin=0, zmax=2, xgap=1, ygap=1, hovertext=text, hoverinfo="text",
+        text=marks, texttemplate="%{text}", textfont=dict(size=11 if n_nodes > 20 else 14, color="white"),
         colorscale=[[0, "#f4f4f4"], [0.33, "#f4f4f4"], [0.34, "#5b7bd5"], [0.66, "#5b7bd5"],
                     [0.67, ACCEPTED], [1, ACCEPTED]],
-        colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "accepted path"], len=0.6),
+        colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "✓ accepted path"], len=0.6),
         name="tree attention"))
     n = len(nodes)
     base_layout(fig, f"Tree attention: {n} tokens verified in one target pass "

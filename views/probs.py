@@ -4,8 +4,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_Q, REJECTED, TARGET_P, as_dict, base_layout, esc, pct,
-                     show_token)
+from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_PATTERN, DRAFT_Q, REJECTED, STATUS_GLYPHS, TARGET_P, as_dict,
+                     base_layout, esc, pct, show_token)
 from .rules import rule_sentence, source_legend, source_sentence
 
 
@@ -72,9 +72,10 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
     # ---- panel 1: the chosen node, against its siblings and the parent's top tokens
     if node is not None:
         par, rows = parent_distribution(rec, node)
-        labels = [f"{show_token(r['text'])}" + (" ◀" if r.get("node") == node else "") for r in rows]
+        labels = [(STATUS_GLYPHS.get(r["status"], "") + " " if r.get("node") is not None else "")
+                  + f"{show_token(r['text'])}" + (" ◀" if r.get("node") == node else "") for r in rows]
         fig.add_trace(go.Bar(x=labels, y=[r["q"] or 0 for r in rows], name="draft q (head)",
-                             marker_color=DRAFT_Q, legendgroup="q",
+                             marker=dict(color=DRAFT_Q, pattern_shape=DRAFT_PATTERN), legendgroup="q",
                              hovertext=[f"{esc(r['text'])}: q = {pct(r['q']) if r['q'] is not None else 'below top-k'}"
                                         for r in rows], hoverinfo="text"), row=1, col=1)
         fig.add_trace(go.Bar(x=labels, y=[r["p"] or 0 for r in rows], name="target p",
@@ -99,7 +100,8 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         fig.layout.annotations[0].update(text="Chosen node")
     # ---- panel 2: the accepted path, then the bonus/correction
     px = [f"{k + 1}. {show_token(nodes[i]['text'])}" for k, i in enumerate(rec["accepted_path"])]
-    fig.add_trace(go.Bar(x=px, y=[nodes[i]["q"] for i in rec["accepted_path"]], marker_color=DRAFT_Q,
+    fig.add_trace(go.Bar(x=px, y=[nodes[i]["q"] for i in rec["accepted_path"]],
+                         marker=dict(color=DRAFT_Q, pattern_shape=DRAFT_PATTERN),
                          name="draft q (head)", legendgroup="q", showlegend=node is None,
                          hovertext=[f"q = {pct(nodes[i]['q'])}" for i in rec["accepted_path"]], hoverinfo="text"),
                   row=1, col=2)
@@ -113,8 +115,10 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
     # ---- panel 3: where the bonus/correction came from
     res = rec.get("residual_topk") or []
     bcol = CORRECTION if kind == "correction" else BONUS
-    fig.add_trace(go.Bar(x=[show_token(t["text"]) for t in res], y=[t["prob"] for t in res],
-                         marker_color=[bcol if t["token_id"] == rec["bonus_token"] else "#b9c7d6" for t in res],
+    fig.add_trace(go.Bar(x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"]) for t in res],
+                         y=[t["prob"] for t in res],
+                         marker=dict(color=[bcol if t["token_id"] == rec["bonus_token"] else "#c8c8c8" for t in res],
+                                     pattern_shape=["" if t["token_id"] == rec["bonus_token"] else "." for t in res]),
                          name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
                          hoverinfo="text"), row=1, col=3)
     t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{source_sentence(rec)}"

@@ -64,7 +64,8 @@ def stats_figure(records, upto: int | None = None, height: int = 600) -> go.Figu
     acc = [r["accept_length"] if r["cycle"] > 0 else 0 for r in recs]
     extra = [len(r["new_tokens"]) - a for r, a in zip(recs, acc)]
     fig.add_trace(go.Bar(x=cyc, y=acc, name="accepted drafted tokens", marker_color=ACCEPTED), row=1, col=1)
-    fig.add_trace(go.Bar(x=cyc, y=extra, name="target's bonus / correction", marker_color=BONUS), row=1, col=1)
+    fig.add_trace(go.Bar(x=cyc, y=extra, name="target's bonus / correction (hatched)",
+                         marker=dict(color=BONUS, pattern_shape="x"), legendgroup="b"), row=1, col=1)
     fig.add_trace(go.Scatter(x=cyc, y=[r["tau"] for r in recs], mode="lines+markers", name="running τ",
                              line=dict(color=DRAFT_Q, width=3)), row=1, col=2)
     fig.add_trace(go.Scatter(x=[cyc[0], cyc[-1]], y=[1, 1], mode="lines", name="plain decoding (τ = 1)",

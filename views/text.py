@@ -7,17 +7,18 @@ from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc, esc_attr
 
 LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token: "
           "<span class='el-tok el-draft' style='background:#cfe8ff'>drafted by the head, accepted</span> "
-          "<span class='el-tok el-bonus' style='background:#ffe2b8'>target's bonus token</span> "
-          "<span class='el-tok el-correction' style='background:#d9f2d0'>target's correction</span> "
-          "(outlined: the cycle shown)</div>")
+          "<span class='el-tok el-bonus' style='background:#ffe2b8'>target's bonus token (bold, straight "
+          "underline)</span> "
+          "<span class='el-tok el-correction' style='background:#d9f2d0'>target's correction (bold, wavy "
+          "underline)</span> (outlined: the cycle shown). ␣ = a space, ↵ = a new line.</div>")
 
 CSS = """
 .el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 250px; overflow-y: auto;
           font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;}
 .el-tok {border-radius: 3px; padding: 2px 0px; color: #111;}
 .el-draft {}
-.el-bonus {font-weight: 700; border-bottom: 3px solid #1f78b4;}
-.el-correction {font-weight: 700; border-bottom: 3px solid #e08214;}
+.el-bonus {font-weight: 700; text-decoration: underline solid #0072B2 3px; text-underline-offset: 5px;}
+.el-correction {font-weight: 700; text-decoration: underline wavy #D55E00 2px; text-underline-offset: 5px;}
 .el-current {outline: 2px solid #222;}
 .el-legend {font-size: 15px; color: #333; margin-bottom: 6px;}
 .el-prompt {color: #666; font-style: italic; font-size: 15px; margin-bottom: 4px;}

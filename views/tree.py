@@ -4,8 +4,10 @@ from __future__ import annotations
 import networkx as nx
 import plotly.graph_objects as go
 
-from .common import (ACCEPTED, BONUS, CORRECTION, STATUS_COLOURS, STATUS_NAMES, as_dict, base_layout, esc,
-                     pct, show_token)
+from .common import (ACCEPTED, BONUS, CORRECTION, KIND_GLYPHS, STATUS_COLOURS, STATUS_GLYPHS, STATUS_NAMES,
+                     as_dict, base_layout, esc, pct, show_token)
+
+MARKERS = {"root": "diamond", "accepted": "circle", "rejected": "x", "not_reached": "circle-open"}
 from .rules import rule_sentence, source_sentence
 
 
@@ -92,7 +94,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
         xs, ys = (ax, ay) if on_path else (ex, ey)
         xs += [x0, x1, None]
         ys += [y0, y1, None]
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2),
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
                              hoverinfo="skip", name="draft edges", showlegend=False))
     fig.add_trace(go.Scatter(x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
                              hoverinfo="skip", name="accepted path"))
@@ -111,7 +113,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
         ids = [i for i, n in nodes.items() if n["status"] == status]
         fig.add_trace(go.Scatter(
             x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
-            marker=dict(symbol="square", size=14, color=STATUS_COLOURS[status],
+            marker=dict(symbol=MARKERS[status], size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
             hovertext=[_hover(nodes[i], sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
@@ -119,9 +121,10 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
     btxt = (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{kind}: the target's own token"
             f"<br>{source_sentence(rec)}")
     fig.add_trace(go.Scatter(x=[bx], y=[by], mode="markers",
-                             marker=dict(symbol="star", size=30, color=bcol, line=dict(width=1, color="white")),
+                             marker=dict(symbol="star" if kind != "correction" else "diamond", size=30, color=bcol,
+                                         line=dict(width=1, color="white")),
                              hovertext=[btxt], hoverinfo="text",
-                             name="correction (target's token)" if kind == "correction" else "bonus (target's token)"))
+                             name="◆ correction (target's token)" if kind == "correction" else "★ bonus (target's token)"))
 
     label_size = 17 if leaves <= 16 else 14
     labels = []   # plain dicts, assigned at once (add_annotation validates one by one: slow for big trees)
@@ -129,14 +132,15 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
         x, y = pos[i]
         col = STATUS_COLOURS[n["status"]]
         alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
-        labels.append(dict(x=x, y=y, text=esc(show_token(n["text"])), showarrow=False,
-                           font=dict(size=label_size, color="white" if alpha > 0.55 else "#111"),
+        glyph = STATUS_GLYPHS.get(n["status"], "")
+        labels.append(dict(x=x, y=y, text=(glyph + " " if glyph else "") + esc(show_token(n["text"])), showarrow=False,
+                           font=dict(size=label_size, color="white" if n["status"] == "root" else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
                            hovertext=_hover(n, sampling), name=f"node-{i}", captureevents=i > 0))
     fig.update_layout(annotations=labels)
-    fig.add_annotation(x=bx, y=by, text=f"<b>{esc(show_token(rec['bonus_text']))}</b> ({kind})", showarrow=False,
-                       font=dict(size=17, color="white"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
+    fig.add_annotation(x=bx, y=by, text=f"{KIND_GLYPHS.get(kind, '★')} <b>{esc(show_token(rec['bonus_text']))}</b> ({kind})",
+                       showarrow=False, font=dict(size=17, color="#111"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
                        borderpad=4, hovertext=btxt, xshift=0)
 
     rows = leaves + (1 if len(nodes) > 1 else 0)
