@@ -197,6 +197,12 @@ def test_ambiguity_views():
     h = ambiguity_html(rec)
     assert "<b>1 of 2</b> shifted predictions" in h and "nearest to “␣get”" in h and h.count("✓") == 1
     json.dumps(rec)
+    # only head names on the page, never server paths
+    rec.update(shifted_head="/work/main/assets/heads/smollm2-135m-shifted",
+               unshifted_head="/root/.cache/huggingface/hub/models--yuhuili--EAGLE-Vicuna-7B-v1.3/snapshots/abc123")
+    h = ambiguity_html(rec)
+    assert "smollm2-135m-shifted" in h and "yuhuili/EAGLE-Vicuna-7B-v1.3" in h
+    assert "/work" not in h and ".cache" not in h and "snapshots" not in h
 
 
 def test_show_token():

@@ -92,6 +92,18 @@ def ambiguity_dist_figure(rec, height_per_branch: int = 230) -> go.Figure:
     return fig
 
 
+def head_name(path: str) -> str:
+    """A head's name for the page (its folder's name, or a hub id), never a server path."""
+    p = str(path or "").rstrip("/")
+    if p.startswith("random:") or "/" not in p:
+        return p
+    parts = p.split("/")
+    if "snapshots" in parts:                      # a hub cache folder: models--owner--name/snapshots/<hash>
+        repo = next((x for x in parts if x.startswith("models--")), "")
+        return repo[len("models--"):].replace("--", "/") or parts[-1]
+    return parts[-1]
+
+
 def ambiguity_html(rec) -> str:
     rec = as_dict(rec)
     if not rec:
@@ -124,8 +136,8 @@ def ambiguity_html(rec) -> str:
                     f"all, lies nearest to “{nearest(rec.get('unshifted_nearest', -1))}”.</p>")
     note = verdict + note
     ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
-    return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(rec['shifted_head'])}</code>, "
-            f"unshifted <code>{esc(rec['unshifted_head'])}</code>.</p>"
+    return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(head_name(rec['shifted_head']))}"
+            f"</code>, unshifted <code>{esc(head_name(rec['unshifted_head']))}</code>.</p>"
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
             "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th>"
             "<th>shifted prediction nearest to</th></tr>" + rows + "</table>")
