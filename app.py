@@ -283,18 +283,24 @@ def check_prompt(prompt) -> str:
 
 
 class Replay:
-    """A generation decoded in one go (PRECOMPUTE), revealed cycle by cycle like a live decoder."""
+    """A generation decoded in one go (PRECOMPUTE), revealed cycle by cycle like a live decoder: a cycle no
+    sooner than its engine time after the previous one, so a Run streams at the decoder's pace and Stop ends it."""
 
     def __init__(self, records: list):
-        self.records, self.next = records, 0
+        self.records, self.next, self.shown = records, 0, time.perf_counter()
 
     @property
     def done(self) -> bool:
         return self.next >= len(self.records)
 
     def step(self) -> dict:
-        self.next += 1
-        return self.records[self.next - 1]
+        rec = self.records[self.next]
+        wait = self.shown + sum(rec.get(k) or 0.0 for k in ("draft_seconds", "verify_seconds", "other_seconds")) \
+            - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        self.next, self.shown = self.next + 1, time.perf_counter()
+        return rec
 
 
 def _advance(sid: str, n: int = 1) -> list:
@@ -551,9 +557,11 @@ def on_run(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, p
             yield status_only(state, "This tab is already running.")
             ent = None
             return
+        ent = session(state, request)
+        ent["stop"].clear()
+        ent["running"] = True     # before a precomputed generation is decoded, so Stop reaches that too
         notice = ensure_decoder(state, prompt, shifted, cfg, request)
         ent = SESSIONS[state["sid"]]
-        ent["stop"].clear()
         ent["running"] = True
         dec = ent["decoder"]
         t_start = time.perf_counter()
