@@ -24,6 +24,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 import views  # noqa: E402
+from views.beats import beat_caption, beat_count, beat_figure  # noqa: E402
 from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
 from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
 from eagle_core.draft import TREE_PRESETS  # noqa: E402  (incl. trees fitted by eagle_core.tree_fit)
@@ -438,6 +439,7 @@ def ensure_decoder(state, prompt, shifted, cfg, request=None) -> str:
 
 # ----------------------------------------------------------------------------- rendering (views only)
 def render(state, cycle=None, node=None, status=""):
+    state["beat"] = None          # a new view: Play starts this cycle from its first beat
     recs = state.get("records") or []
     n = len(recs)
     cyc = n - 1 if cycle is None else max(0, min(int(cycle), n - 1))
@@ -638,6 +640,65 @@ def on_view(state, cycle, node=None):
         return fail_outputs(state, "Could not draw this cycle.")
 
 
+BEAT_SECONDS = float(os.environ.get("EAGLE_LENS_BEAT_SECONDS", 1.6))
+PLAYING: dict[str, threading.Event] = {}     # sid -> set while that tab's animation should keep going
+
+
+def _beat_record(state, cycle):
+    recs = state.get("records") or []
+    if not recs:
+        return None
+    try:
+        c = int(cycle)
+    except (TypeError, ValueError):
+        c = len(recs) - 1
+    return recs[max(0, min(c, len(recs) - 1))]
+
+
+def on_play(state, cycle):
+    """The shown cycle in beats (no model work: it replays the record): draft level by level, verify, accept."""
+    rec = _beat_record(state, cycle)
+    if rec is None:
+        yield gr.update(), "Nothing to play yet: press Step first.", state
+        return
+    session(state)
+    flag = PLAYING.setdefault(state["sid"], threading.Event())
+    flag.set()
+    n = beat_count(rec)
+    start = state.get("beat") if isinstance(state.get("beat"), int) and state["beat"] < n - 1 else -1
+    for b in range(start + 1, n):
+        if not flag.is_set():
+            return
+        state["beat"] = b
+        yield beat_figure(rec, b), f"**{beat_caption(rec, b)}**", state
+        if b < n - 1:
+            time.sleep(BEAT_SECONDS)
+    state["beat"] = None
+    flag.clear()
+
+
+def on_pause(state):
+    flag = PLAYING.get(state.get("sid") or "")
+    if flag is None or not flag.is_set():
+        return "Not playing. ◀ beat / beat ▶ step through the cycle."
+    flag.clear()
+    return "Paused. ▶ Play goes on; ◀ beat / beat ▶ step."
+
+
+def on_beat(state, cycle, delta):
+    rec = _beat_record(state, cycle)
+    if rec is None:
+        return gr.update(), "Nothing to show yet: press Step first.", state
+    flag = PLAYING.get(state.get("sid") or "")
+    if flag is not None:
+        flag.clear()
+    n = beat_count(rec)
+    cur = state.get("beat") if isinstance(state.get("beat"), int) else n - 1
+    b = max(0, min(n - 1, cur + delta))
+    state["beat"] = b
+    return beat_figure(rec, b), f"**{beat_caption(rec, b)}**", state
+
+
 def on_click(state, cycle, value):
     node = str(value or "").split(":")[0]
     return on_view(state, cycle, int(node) if node.isdigit() else None)
@@ -830,12 +891,13 @@ def build_demo() -> gr.Blocks:
         state = gr.State(st0, delete_callback=drop_session)
         with gr.Row():
             gr.Markdown("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks "
-                        "them all in **one** pass and keeps the longest agreeing path. "
-                        "<span style='color:#1a9850'>■ accepted</span> "
-                        "<span style='color:#d73027'>■ rejected</span> "
-                        "<span style='color:#9e9e9e'>■ not reached</span> "
-                        "<span style='color:#1f78b4'>★ target's bonus</span> "
-                        "<span style='color:#e08214'>★ correction</span>", elem_id="el-title")
+                        "them all in **one** pass and keeps the longest agreeing path. In the tree: "
+                        "<span style='color:#009E73'>✓ accepted</span> · "
+                        "<span style='color:#D55E00'>✗ rejected</span> · "
+                        "<span style='color:#777'>· not reached</span> · "
+                        "<span style='color:#1f6fa8'>★ the target's bonus token</span> · "
+                        "<span style='color:#b57a00'>◆ its correction</span> · "
+                        "faint box = the head was unsure (low draft probability q).", elem_id="el-title")
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
         banner = gr.Markdown(model_banner()[0])
         timer = gr.Timer(1.0)
@@ -871,6 +933,13 @@ def build_demo() -> gr.Blocks:
                         n0 = len(st0["records"])
                         cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1,
                                           label="Cycle (go back to any earlier cycle)")
+                        with gr.Row(elem_id="el-play-row"):
+                            play_btn = gr.Button("▶ Play this cycle", elem_id="el-play", scale=2)
+                            pause_btn = gr.Button("⏸ Pause", elem_id="el-pause", scale=1)
+                            beat_prev = gr.Button("◀ beat", elem_id="el-beat-prev", scale=1)
+                            beat_next = gr.Button("beat ▶", elem_id="el-beat-next", scale=1)
+                        beat_md = gr.Markdown("Play shows this cycle as it happens: draft, one verify pass, accept.",
+                                              elem_id="el-beat")
                         tree = gr.Plot(r0[3], label="Draft tree", elem_id="el-tree")
                         last0 = st0["records"][c0] if n0 else None
                         node = gr.Dropdown(label="Node to inspect (draft q vs target p)",
@@ -931,6 +1000,13 @@ def build_demo() -> gr.Blocks:
         cycle.release(on_view, [state, cycle], outs, api_name="view_cycle")
         node.input(on_view, [state, cycle, node], outs, api_name="view_node")
         click_btn.click(on_click, [state, cycle, click], outs, api_visibility="private")
+        play_btn.click(on_play, [state, cycle], [tree, beat_md, state], api_name="play", concurrency_limit=None,
+                       show_progress="hidden")
+        pause_btn.click(on_pause, [state], [beat_md], api_name="pause", concurrency_limit=None)
+        beat_prev.click(lambda s, c: on_beat(s, c, -1), [state, cycle], [tree, beat_md, state], api_name="beat_prev",
+                        concurrency_limit=None)
+        beat_next.click(lambda s, c: on_beat(s, c, 1), [state, cycle], [tree, beat_md, state], api_name="beat_next",
+                        concurrency_limit=None)
         race_btn.click(on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race",
                        **model_kw)
         amb_btn.click(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",

@@ -346,3 +346,19 @@ def test_tokens_per_second_cards_are_labelled(client):
     final = client.submit(PROMPT, True, *cfg(max_new=8), api_name="/run").result()
     cards = final[1]
     assert "tokens/s on this page" in cards and "tokens/s of the engine" in cards
+
+
+def test_play_the_cycle_in_beats(client, monkeypatch):
+    monkeypatch.setattr(app, "BEAT_SECONDS", 0.05)
+    step(client)
+    step(client)
+    job = client.submit(1, api_name="/play")
+    job.result()
+    captions = [b[1] for b in job.outputs()]
+    assert any("Draft, level 1" in c for c in captions) and any("Verify" in c for c in captions)
+    assert "Accept" in captions[-1]
+    fig, cap = client.predict(1, api_name="/beat_prev")
+    assert "Verify" in cap
+    fig, cap = client.predict(1, api_name="/beat_prev")
+    assert "Draft" in cap
+    assert "Not playing" in client.predict(api_name="/pause")

@@ -292,3 +292,20 @@ def test_statuses_stay_apart_under_colour_blindness(kind):
     # and the glyphs are in the node labels
     labels = [a.text for a in tree.layout.annotations]
     assert any(t.startswith("✓ ") for t in labels) and any(t.startswith("✗ ") for t in labels)
+
+
+def test_cycle_beats():
+    """Draft level by level (only nodes up to that depth, with q), one verify pass (all nodes, with p), accept."""
+    from views.beats import beat_caption, beat_count, beat_figure
+    rec = synthetic_cycle()
+    assert beat_count(rec) == 3 + 2 and beat_count(prefill()) == 1
+    first = beat_figure(rec, 0)
+    texts = [a.text for a in first.layout.annotations]
+    assert len(texts) == 3 and all("q " in t for t in texts[1:]) and "Draft, level 1" in first.layout.title.text
+    verify = beat_figure(rec, 3)
+    assert len(verify.layout.annotations) == 6 and all("p " in a.text for a in verify.layout.annotations[1:])
+    assert "ONE forward pass" in beat_caption(rec, 3)
+    last = beat_figure(rec, 4)
+    assert "Accept" in last.layout.title.text and "✓ accepted" in names(last)
+    assert beat_figure(rec, 99).layout.title.text == last.layout.title.text      # clamped
+    assert "Prefill" in beat_caption(prefill(), 0)

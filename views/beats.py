@@ -1,0 +1,93 @@
+"""One cycle as it happens, in beats: the head drafts level by level, the target scores the whole tree in one
+pass, the accepted path lights up and the target's own token appears. The app plays them (Play / Pause / step);
+the static views stay for inspection.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .common import DRAFT_Q, TARGET_P, as_dict, base_layout, esc, pct, show_token
+from .tree import tree_figure, tree_graph, tree_layout
+
+
+def beat_count(rec) -> int:
+    """Draft levels + the verify beat + the accept beat (a prefill has one beat)."""
+    rec = as_dict(rec)
+    if not rec or rec["cycle"] == 0 or len(rec["nodes"]) < 2:
+        return 1
+    return max(n["depth"] for n in rec["nodes"]) + 2
+
+
+def beat_caption(rec, beat: int) -> str:
+    """One plain sentence for the beat."""
+    rec = as_dict(rec)
+    n = beat_count(rec)
+    if n == 1:
+        return "Prefill: the target reads the prompt in one pass and picks the first token; no tree yet."
+    depth = n - 2
+    drafted = len(rec["nodes"]) - 1
+    if beat < depth:
+        d = beat + 1
+        k = sum(1 for x in rec["nodes"] if x["depth"] == d)
+        return (f"Beat 1 · Draft, level {d} of {depth}: the small head proposes {k} token{'s' if k != 1 else ''} "
+                f"from its own predicted features (purple: its probability q). The big model has not run yet.")
+    if beat == depth:
+        return (f"Beat 2 · Verify: the target reads all {drafted} drafted tokens in ONE forward pass (each sees only "
+                f"its ancestors) and scores every one (blue: its probability p).")
+    kind = rec["bonus_kind"]
+    return (f"Beat 3 · Accept: walking from the root, the target keeps {rec['accept_length']} drafted token"
+            f"{'s' if rec['accept_length'] != 1 else ''} (✓), then adds its own {kind} token "
+            f"({'★' if kind == 'bonus' else '◆'}): {len(rec['new_tokens'])} new token(s) for one target pass.")
+
+
+def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
+    """The tree at this beat. The last beat is the full tree view (statuses, glyphs, bonus)."""
+    rec = as_dict(rec)
+    n_beats = beat_count(rec)
+    beat = max(0, min(int(beat), n_beats - 1))
+    if beat == n_beats - 1:
+        return tree_figure(rec, height=height, title=f"{beat + 1}/{n_beats} · " + beat_caption(rec, beat))
+    depth_shown = beat + 1 if beat < n_beats - 2 else n_beats - 2
+    verify = beat == n_beats - 2
+    g = tree_graph(rec)
+    pos = tree_layout(g)
+    nodes = {x["index"]: x for x in rec["nodes"]}
+    shown = [i for i, x in nodes.items() if x["depth"] <= depth_shown]
+    fig = go.Figure()
+    ex, ey = [], []
+    for u, v in g.edges:
+        if v in shown:
+            ex += [pos[u][0], pos[v][0], None]
+            ey += [pos[u][1], pos[v][1], None]
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
+                             hoverinfo="skip", showlegend=False, name="draft edges"))
+    labels = []
+    for i in shown:
+        x = nodes[i]
+        if i == 0:
+            text, bg, border = esc(show_token(x["text"])), "#0072B2", "#0072B2"
+        elif verify:
+            text = f"{esc(show_token(x['text']))}<br><span style='font-size:13px'>p {pct(x['p'])}</span>"
+            bg, border = "#dbe9f6", TARGET_P
+        else:
+            text = f"{esc(show_token(x['text']))}<br><span style='font-size:13px'>q {pct(x['q'])}</span>"
+            bg, border = "#f3dcea", DRAFT_Q
+        new = (not verify and x["depth"] == depth_shown) or (verify and i > 0)
+        labels.append(dict(x=pos[i][0], y=pos[i][1], text=text, showarrow=False,
+                           font=dict(size=16, color="white" if i == 0 else "#111"), bgcolor=bg, bordercolor=border,
+                           borderwidth=3 if new else 1, borderpad=4, name=f"node-{i}"))
+    fig.update_layout(annotations=labels)
+    if verify:   # one pass: a bracket over the whole tree
+        ys = [pos[i][1] for i in shown]
+        fig.add_shape(type="rect", x0=0.5, x1=max(pos[i][0] for i in shown) + 0.5, y0=min(ys) - 0.55,
+                      y1=max(ys) + 0.55, line=dict(color=TARGET_P, width=3, dash="dash"), fillcolor="rgba(0,0,0,0)")
+    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
+    maxd = max(p[0] for p in pos.values()) + 1
+    fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
+                     ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
+                     zeroline=False, side="top")
+    fig.update_yaxes(visible=False, range=[-leaves - 0.3, 0.7])
+    base_layout(fig, f"{beat + 1}/{n_beats} · " + beat_caption(rec, beat),
+                height=height or max(340, min(1700, 150 + 50 * (leaves + 1))))
+    fig.update_layout(margin=dict(l=20, r=20, t=95, b=30), title_font_size=15)
+    return fig
