@@ -170,6 +170,23 @@ def load_trace(name="default") -> dict | None:
 
 
 TRACE = load_trace()
+TRACES = {n: t for n in ("default", "temperature") if (t := load_trace(n))}   # recorded runs the walkthrough uses
+
+
+def trace_for(settings: dict) -> dict | None:
+    """A recorded run decoded with exactly these walkthrough settings (prompt, shape, tree, T, top-p, seed, length)."""
+    draft = "chain" if settings["shape"] == "Chain" else (
+        "dynamic" if settings["tree_kind"].startswith("dynamic") else "static")
+    for t in TRACES.values():
+        c = t.get("config") or {}
+        if (t.get("prompt") == settings["prompt"] and c.get("draft") == draft
+                and (draft != "static" or c.get("tree") == settings["preset"])
+                and float(c.get("temperature", -1)) == float(settings["temperature"])
+                and (settings["temperature"] == 0 or (float(c.get("top_p", 1)) == float(settings["top_p"])
+                                                      and int(c.get("seed", -1)) == int(settings["seed"])))
+                and int(c.get("max_new_tokens", -1)) == int(settings["max_new_tokens"])):
+            return t
+    return None
 
 
 def initial_state() -> dict:
@@ -815,19 +832,30 @@ def on_ambiguity(prefix, branches, chat=False):
 
 # ----------------------------------------------------------------------------- walkthrough
 def on_walk_select(i):
+    """Step i with a recorded run of exactly its settings when there is one (else: Show it live)."""
     i = int(i)
-    t = TRACE or {}
-    # the recorded run illustrates steps whose preset matches it; the rest need "Show it live"
-    same = not STEPS[i]["preset"] or STEPS[i]["view"] in ("race", "ambiguity")
-    recs = (t.get("race_records", t.get("records", [])) if STEPS[i]["view"] == "race" else t.get("records", []))
-    fig = walk_figure(i, recs if same else [], t.get("plain_records"), t.get("ambiguity"))
-    return step_markdown(i), fig, "Recorded example." if same and t else "Press “Show it live”."
+    s = step_settings(i, DEFAULT_PRESET)
+    view = STEPS[i]["view"]
+    t = trace_for(s)
+    if view == "ambiguity":
+        t = TRACE
+    if not t:
+        return step_markdown(i, DEFAULT_PRESET), views.common.empty_figure("Press “Show it live”"), \
+            "No recorded run with these settings: press “Show it live”."
+    recs = t.get("race_records", t.get("records", [])) if view == "race" else t.get("records", [])
+    fig, note = walk_figure(i, recs, t.get("plain_records"), t.get("ambiguity"))
+    return step_markdown(i, DEFAULT_PRESET), fig, "Recorded run (same settings). " + note
+
+
+def on_walk_move(i, delta):
+    i = max(0, min(len(STEPS) - 1, int(i or 0) + delta))
+    return gr.update(value=STEPS[i]["title"])
 
 
 def on_walk_live(i):
     try:
         i = int(i)
-        s = step_settings(i)
+        s = step_settings(i, DEFAULT_PRESET)
         view = STEPS[i]["view"]
         waiting = lambda ahead, w: (gr.update(), queue_note(ahead, w))   # noqa: E731
         progress = lambda cycles: (gr.update(), f"⏳ Decoding live: {cycles[-1].total_new_tokens} tokens…")  # noqa: E731
@@ -840,7 +868,7 @@ def on_walk_live(i):
                 release_turn(ticket)
             yield views.ambiguity_figure(rec), "Live."
             return
-        cfg = make_config(s["temperature"], s["top_p"], s["seed"], s["shape"], s["tree_kind"], "cpu-12",
+        cfg = make_config(s["temperature"], s["top_p"], s["seed"], s["shape"], s["tree_kind"], s["preset"],
                           s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"])
         shift = "shifted" if s["shifted"] else "unshifted"
         MODEL.require()
@@ -850,7 +878,8 @@ def on_walk_live(i):
         if view == "race":
             plain = yield from decode_in_turns(dataclasses.replace(cfg, draft="vanilla", record_topk=0), shift,
                                                s["prompt"], waiting, progress)
-        yield walk_figure(i, recs, plain), f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}."
+        fig, note = walk_figure(i, recs, plain)
+        yield fig, f"Live: {len(recs)} cycles, τ = {recs[-1]['tau']:.2f}. {note}"
     except (UserError, ValueError) as exc:
         yield gr.update(), f"❌ {exc}"
     except GeneratorExit:
@@ -861,9 +890,9 @@ def on_walk_live(i):
 
 
 def on_walk_apply(i):
-    s = step_settings(int(i))
+    s = step_settings(int(i), DEFAULT_PRESET)
     return (s["prompt"], s["temperature"], s["top_p"], s["seed"], s["shifted"], s["shape"], s["tree_kind"],
-            s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"], gr.Tabs(selected="lens"))
+            s["preset"], s["depth"], s["top_k"], s["total_tokens"], s["max_new_tokens"], gr.Tabs(selected="lens"))
 
 
 def model_banner():
@@ -983,6 +1012,9 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=2):
                         walk_md = gr.Markdown(w_md0)
                         with gr.Row():
+                            walk_prev = gr.Button("◀ Prev", elem_id="el-walk-prev")
+                            walk_next = gr.Button("Next ▶", elem_id="el-walk-next")
+                        with gr.Row():
                             walk_live = gr.Button("Show it live", variant="primary")
                             walk_apply = gr.Button("Open these settings in the Lens tab")
                         walk_msg = gr.Markdown(w_msg0)
@@ -1016,7 +1048,9 @@ def build_demo() -> gr.Blocks:
         walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
         walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)
         walk_apply.click(on_walk_apply, [walk], [prompt, temperature, top_p, seed, shifted, shape, tree_kind,
-                                                 depth, top_k, total, max_new, tabs], api_name="walk_apply")
+                                                 preset, depth, top_k, total, max_new, tabs], api_name="walk_apply")
+        walk_prev.click(lambda i: on_walk_move(i, -1), [walk], [walk], api_visibility="private")
+        walk_next.click(lambda i: on_walk_move(i, 1), [walk], [walk], api_visibility="private")
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner")

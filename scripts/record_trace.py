@@ -2,6 +2,7 @@
 
     python scripts/record_trace.py                     # the default trace (embedded target, shipped heads)
     python scripts/record_trace.py --name code --prompt "Write a Python function that reverses a string."
+    python scripts/record_trace.py --name temperature --temperature 0.8 --top-p 0.95 --seed 1   # walkthrough step 7
 
 The file holds the CycleRecords of an EAGLE run, a lean EAGLE run and the plain-decoding run of the same prompt
 (the Race), and the
@@ -50,10 +51,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--name", default="default")
     ap.add_argument("--prompt", default="How can I learn Python quickly?")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--draft", default="static")
-    ap.add_argument("--tree", default="cpu-12")
+    ap.add_argument("--tree", default=None, help="static tree preset (default: the device's, as the app's controls)")
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--head", default="shifted")
     ap.add_argument("--target", default=None)
     ap.add_argument("--ambiguity-prefix", default="How can I")
@@ -63,14 +66,16 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     from eagle_core.ambiguity import compute_ambiguity
-    from eagle_core.engine import DecodeConfig
+    from eagle_core.engine import default_config
     from eagle_core.target import load_target
     t0 = time.time()
     target = load_target(args.target)
     sh, un, notice = load_heads(target, args.head)
     print(f"loaded in {time.time() - t0:.1f}s; heads {sh.path} / {un.path} {notice}", flush=True)
-    cfg = DecodeConfig(draft=args.draft, tree=args.tree, temperature=args.temperature,
-                       max_new_tokens=args.max_new_tokens)
+    # the device's defaults (tree, draft vocabulary, draft precision), as the app's controls start out
+    base = default_config(target.device.type)
+    cfg = dataclasses.replace(base, draft=args.draft, tree=args.tree or base.tree, temperature=args.temperature,
+                              top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens)
     ids = target.render_prompt(args.prompt)
     records = run(target, sh, cfg, ids)
     print(f"eagle: {len(records)} cycles, {records[-1]['total_new_tokens']} tokens", flush=True)

@@ -250,7 +250,9 @@ def test_walkthrough_settings_open_in_lens(client):
     out = client.predict(STEPS[6]["title"], api_name="/walk_apply")
     assert out[1] > 0 and out[5] == "Tree"       # step 7: temperature > 0
     out = client.predict(STEPS[5]["title"], api_name="/walk_apply")
-    assert out[5] == "Chain"
+    assert out[5] == "Tree" and out[7] == app.DEFAULT_PRESET   # step 6 shows a tree cycle; Lens gets the same tree
+    md, fig, msg = client.predict(STEPS[5]["title"], api_name="/walk_select")
+    assert app.DEFAULT_PRESET in md                             # the settings named are those used
 
 
 # ----------------------------------------------------------------------------- a classroom on one machine

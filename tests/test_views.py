@@ -224,9 +224,10 @@ def test_walkthrough_steps_and_figures():
     views_by_step = {st["view"] for st in STEPS}
     assert views_by_step == {"race", "tree", "mask", "probs", "ambiguity"}
     for i, st in enumerate(STEPS):
-        fig = walk_figure(i, recs, recs, None)
+        fig, note = walk_figure(i, recs, recs, None)
         fig.to_json()
-    assert step_settings(5)["shape"] == "Chain" and step_settings(6)["temperature"] > 0
+    assert step_settings(5)["shape"] == "Tree" and step_settings(6)["temperature"] > 0
+    assert step_settings(5, "smollm2-cpu")["preset"] == "smollm2-cpu"
 
 
 # ----------------------------------------------------------------------------- colour-blind safe
@@ -309,3 +310,31 @@ def test_cycle_beats():
     assert "Accept" in last.layout.title.text and "✓ accepted" in names(last)
     assert beat_figure(rec, 99).layout.title.text == last.layout.title.text      # clamped
     assert "Prefill" in beat_caption(prefill(), 0)
+
+
+def test_walkthrough_picks_cycles_that_show_the_point():
+    from views.walkthrough import STEPS, chain_would_keep, pick_cycle
+    six = next(i for i, s in enumerate(STEPS) if s["title"].startswith("6."))
+    seven = next(i for i, s in enumerate(STEPS) if s["title"].startswith("7."))
+    plain = synthetic_cycle(1)                      # accepted ' I', the root's first child: a chain keeps it too
+    assert chain_would_keep(dataclasses.asdict(plain)) == 1
+    runner_up = dataclasses.asdict(synthetic_cycle(2))
+    runner_up["accepted_path"] = [2]                # ' we', the root's second child: a chain would keep nothing
+    for n in runner_up["nodes"]:
+        n["status"] = {1: "rejected", 2: "accepted"}.get(n["index"], n["status"])
+    rec, _, note = pick_cycle(six, [dataclasses.asdict(prefill()), dataclasses.asdict(plain), runner_up])
+    assert rec["cycle"] == 2 and "would have kept 0" in note
+    rec, _, note = pick_cycle(six, [dataclasses.asdict(plain)])
+    assert "chain would have done as well" in note   # says so instead of contradicting the text
+    sampled = dataclasses.asdict(synthetic_cycle(3, sampling=True))
+    rec, node, note = pick_cycle(seven, [dataclasses.asdict(plain), sampled])
+    assert rec["cycle"] == 3 and node == 4 and "residual" in note
+
+
+def test_special_tokens_stay_off_the_axes():
+    rec = dataclasses.asdict(synthetic_cycle(sampling=True))
+    rec["nodes"][1]["target_topk"].append(dict(token_id=99, text="<|im_start|>", prob=0.3))
+    rec["residual_topk"].append(dict(token_id=98, text="<|im_end|>", prob=0.1))
+    fig = probs_figure(rec, 3)
+    axes = [x for t in fig.data for x in (t.x or [])]
+    assert not any("<|" in str(x) for x in axes)

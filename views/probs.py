@@ -1,6 +1,8 @@
 """Draft q vs target p: for a chosen node, along the accepted path, and the bonus/correction distribution."""
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -30,6 +32,14 @@ def default_node(rec) -> int | None:
     return min(n["index"] for n in rec["nodes"] if n["index"] > 0)
 
 
+_SPECIAL = re.compile(r"<\|[^|<>]{1,40}\|>|</?s>|<unk>|<pad>")
+
+
+def is_special(text: str) -> bool:
+    """A chat-template control token (e.g. <|im_start|>): not text a student should see on an axis."""
+    return bool(_SPECIAL.fullmatch((text or "").strip()))
+
+
 def is_sampling(rec) -> bool:
     rec = as_dict(rec)
     if rec.get("temperature") is not None:
@@ -55,7 +65,8 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
                      sampled=c.get("sampled"))
     items = sorted(rows.items(), key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     chosen = [kv for kv in items if kv[1].get("node") is not None]
-    rest = [kv for kv in items if kv[1].get("node") is None][:max(0, k - len(chosen))]
+    # the parent's top tokens fill the rest; special tokens (<|im_start|> ...) only when actually drafted
+    rest = [kv for kv in items if kv[1].get("node") is None and not is_special(kv[1]["text"])][:max(0, k - len(chosen))]
     keep = sorted(chosen + rest, key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     return par, [dict(token_id=t, **r) for t, r in keep]
 
@@ -113,7 +124,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         fig.add_annotation(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
                            xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666"))
     # ---- panel 3: where the bonus/correction came from
-    res = rec.get("residual_topk") or []
+    res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t["text"])]
     bcol = CORRECTION if kind == "correction" else BONUS
     fig.add_trace(go.Bar(x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"]) for t in res],
                          y=[t["prob"] for t in res],

@@ -9,8 +9,10 @@ from .tree import tree_figure
 from .ambiguity import ambiguity_figure
 
 # preset keys follow the app's controls; `view` names the figure shown beside the text
+# preset "default" = the device's default static tree: the live view and "Open these settings" use the same
 BASE = dict(prompt="How can I learn Python quickly?", temperature=0.0, top_p=1.0, seed=0, shifted=True,
-            shape="Tree", tree_kind="static (EAGLE-1)", depth=5, top_k=6, total_tokens=24, max_new_tokens=48)
+            shape="Tree", tree_kind="static (EAGLE-1)", preset="default", depth=5, top_k=6, total_tokens=24,
+            max_new_tokens=64)
 
 STEPS = [
     dict(title="1. Token by token is slow",
@@ -18,7 +20,7 @@ STEPS = [
               "network 100 times, one after the other. On most hardware each pass is limited by moving the "
               "weights, not by arithmetic, so checking several tokens in one pass costs about the same as one. "
               "The Race beside this text decodes the same prompt plainly and with EAGLE and times both.",
-         view="race", preset=dict(max_new_tokens=24)),
+         view="race", preset=dict()),
     dict(title="2. The draft tree",
          text="EAGLE adds a tiny draft head (one transformer layer) that guesses the next few tokens cheaply. "
               "It does not guess one sequence but a tree of alternatives: the root is the last token already "
@@ -46,8 +48,9 @@ STEPS = [
     dict(title="6. Tree vs chain",
          text="A chain drafts a single guess per step: one miss early and the rest is wasted. A tree keeps "
               "the runner-up guesses too, so when the top guess is wrong the second one may still be accepted. "
-              "Switch between Tree and Chain in the Lens tab and watch the accepted lengths.",
-         view="tree", preset=dict(shape="Chain", depth=5)),
+              "The cycle shown is one where the accepted path goes through a runner-up: a chain would have "
+              "stopped at that point. Switch between Tree and Chain in the Lens tab and watch the accepted lengths.",
+         view="tree", preset=dict()),
     dict(title="7. Temperature",
          text="With temperature above 0 the target samples, and a drafted token x drawn from the draft's q is "
               "kept with probability min(1, p(x)/q(x)). After a rejection the next sibling faces the same test "
@@ -60,35 +63,91 @@ STEPS = [
 ]
 
 
-def step_settings(i: int) -> dict:
+def step_settings(i: int, default_preset: str = "default") -> dict:
     s = dict(BASE)
     s.update(STEPS[i]["preset"])
+    if s["preset"] == "default":
+        s["preset"] = default_preset
     return s
 
 
-def step_markdown(i: int) -> str:
+def step_markdown(i: int, default_preset: str = "default") -> str:
     st = STEPS[i]
-    s = step_settings(i)
-    settings = (f"Preset: {s['shape'].lower()}, {s['tree_kind'].split()[0]} tree, T = {s['temperature']}, "
-                f"{'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens.")
+    s = step_settings(i, default_preset)
+    tree = (f"chain of depth {s['depth']}" if s["shape"] == "Chain" else
+            f"{s['tree_kind'].split()[0]} tree" + (f" ({s['preset']})" if s["tree_kind"].startswith("static") else ""))
+    settings = (f"Settings (used by “Show it live” and “Open these settings”): {tree}, T = {s['temperature']}"
+                + (f", top-p {s['top_p']}, seed {s['seed']}" if s["temperature"] > 0 else "")
+                + f", {'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens.")
     return f"## {st['title']}\n\n{st['text']}\n\n<small>{settings}</small>"
 
 
-def best_cycle(recs, view):
-    cyc = [r for r in recs if r["cycle"] > 0] or recs
+def chain_would_keep(rec) -> int:
+    """How many of the accepted tokens a chain (the top-ranked child at every level) would also have kept."""
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    first_child = {}
+    for n in sorted(rec["nodes"], key=lambda n: n["index"]):
+        if n["parent"] >= 0:
+            first_child.setdefault(n["parent"], n["index"])
+    k = 0
+    for i in rec["accepted_path"]:
+        if first_child.get(nodes[i]["parent"]) != i:
+            break
+        k += 1
+    return k
+
+
+def _correction_node(rec):
+    """The last rejected sibling at the node where the correction was drawn (what the rule rejected last)."""
+    par = rec["accepted_path"][-1] if rec["accepted_path"] else 0
+    rej = [n for n in rec["nodes"] if n["parent"] == par and n["status"] == "rejected"]
+    return max(rej, key=lambda n: n.get("test_rank") or 0)["index"] if rej else None
+
+
+def pick_cycle(i: int, recs: list) -> tuple[dict | None, int | None, str]:
+    """(cycle record, node to show, note) that illustrates step i, from a live or recorded run; the note says
+    when no cycle of this run shows the point."""
+    view = STEPS[i]["view"]
+    cyc = [r for r in recs if r["cycle"] > 0 and len(r["nodes"]) > 1]
+    if not cyc:
+        return None, None, ""
+    title = STEPS[i]["title"]
+    if title.startswith("6."):
+        good = [r for r in cyc if len(r["accepted_path"]) > chain_would_keep(r)]
+        if good:
+            r = max(good, key=lambda r: (len(r["accepted_path"]) - chain_would_keep(r), -r["cycle"]))
+            return r, None, (f"Cycle {r['cycle']}: the tree kept {len(r['accepted_path'])} drafted token(s); a chain "
+                             f"of the top guesses would have kept {chain_would_keep(r)}.")
+        return max(cyc, key=lambda r: r["accept_length"]), None, (
+            "In this run every accepted path went through top guesses only (a chain would have done as well); "
+            "“Show it live” decodes it again.")
+    if title.startswith("7."):
+        good = [r for r in cyc if r.get("bonus_kind") == "correction" and _correction_node(r) is not None
+                and r.get("bonus_from", "residual_ratio") == "residual_ratio"]
+        if good:
+            r = max(good, key=lambda r: (r["accept_length"], -r["cycle"]))
+            return r, _correction_node(r), (f"Cycle {r['cycle']}: a sampled draft was rejected by min(1, p′/q′) and "
+                                            f"the correction was drawn from the residual.")
+        return max(cyc, key=lambda r: r["accept_length"]), None, (
+            "No sampled rejection in this run; “Show it live” decodes it again.")
     if view == "probs":
-        with_rej = [r for r in cyc if any(n["status"] == "rejected" for n in r["nodes"]) and r["accept_length"]]
-        cyc = with_rej or cyc
-    return max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
+        with_rej = [r for r in cyc if r.get("bonus_kind") == "correction" and r["accept_length"]]
+        r = max(with_rej or cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
+        return r, _correction_node(r), ""
+    r = max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
+    return r, None, ""
 
 
 def walk_figure(i, recs, plain=None, amb=None):
+    """(figure, note) for step i."""
     view = STEPS[i]["view"]
     if view == "race":
-        return race_figure(recs, plain or [])
+        return race_figure(recs, plain or []), ""
     if view == "ambiguity":
-        return ambiguity_figure(amb) if amb else empty_figure("press Show it live")
-    if not recs:
-        return empty_figure("press Show it live")
-    rec = best_cycle(recs, view)
-    return {"tree": tree_figure, "mask": mask_figure, "probs": probs_figure}[view](rec)
+        return (ambiguity_figure(amb) if amb else empty_figure("press Show it live")), ""
+    rec, node, note = pick_cycle(i, recs or [])
+    if rec is None:
+        return empty_figure("press Show it live"), ""
+    if view == "probs":
+        return probs_figure(rec, node), note
+    return {"tree": tree_figure, "mask": mask_figure}[view](rec), note
