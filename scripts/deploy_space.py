@@ -61,7 +61,8 @@ def human(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def print_listing(files: list[tuple[str, int]], out=sys.stdout):
+def print_listing(files: list[tuple[str, int]], out=None):
+    out = out or sys.stdout
     for path, size in files:
         print(f"{size:>12,}  {path}", file=out)
     print(f"{len(files)} files, {human(sum(s for _, s in files))} in total", file=out)
