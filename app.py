@@ -291,6 +291,57 @@ def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k
                         draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)
 
 
+LIMITS = dict(temperature=(0.0, 2.0, float, "Temperature"), top_p=(0.05, 1.0, float, "Top-p"),
+              seed=(0, 2 ** 31 - 1, int, "Seed"), depth=(1, 10, int, "Depth"), top_k=(1, 16, int, "Top-k"),
+              total=(2, 80, int, "Total tokens"), max_new=(1, 512, int, "Max new tokens"))
+
+
+def normalise_inputs(prompt, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new):
+    """Before Step / Run / Race: values outside a control's range are brought inside it, an over-long prompt is
+    cut, and the page says what was changed; the boxes then show the values actually used."""
+    notes, out = [], {}
+    values = dict(temperature=temperature, top_p=top_p, seed=seed, depth=depth, top_k=top_k, total=total,
+                  max_new=max_new)
+    for key, v in values.items():
+        lo, hi, kind, name = LIMITS[key]
+        try:
+            x = kind(float(v))
+        except (TypeError, ValueError):
+            x = kind(lo if key != "top_p" else hi)
+            notes.append(f"{name} “{v}” is not a number: using {x}.")
+            out[key] = x
+            continue
+        if key == "seed" and x < 0:
+            notes.append(f"Seed {x} is negative: using {-x}.")
+            x = -x
+        if not lo <= x <= hi:
+            y = min(hi, max(lo, x))
+            notes.append(f"{name} {v} is outside {lo}–{hi}: using {y}.")
+            x = y
+        out[key] = x
+    p = prompt if isinstance(prompt, str) else ""
+    if len(p) > MAX_PROMPT_CHARS:
+        notes.append(f"The prompt had {len(p):,} characters; the first {MAX_PROMPT_CHARS:,} are used (the box now "
+                     f"shows them).")
+        p = p[:MAX_PROMPT_CHARS]
+    if str(shape) == "Tree" and not str(tree_kind).startswith("dynamic") and preset not in PRESETS:
+        notes.append(f"Unknown tree preset “{preset}”: using {DEFAULT_PRESET}.")
+        preset = DEFAULT_PRESET
+    note = ("ℹ️ " + " ".join(notes)) if notes else ""
+    return (p, out["temperature"], out["top_p"], out["seed"], preset, out["depth"], out["top_k"], out["total"],
+            out["max_new"], note)
+
+
+def control_states(shape, tree_kind):
+    """Only the controls that apply to this draft shape are enabled (and say why the others are not)."""
+    chain, dynamic = shape == "Chain", str(tree_kind).startswith("dynamic")
+    return (gr.update(interactive=not chain),                               # static / dynamic
+            gr.update(interactive=not chain and not dynamic),               # static tree preset
+            gr.update(interactive=chain or dynamic),                        # depth
+            gr.update(interactive=dynamic and not chain),                   # top-k per node
+            gr.update(interactive=dynamic and not chain))                   # total tokens
+
+
 def check_prompt(prompt) -> str:
     prompt = prompt if isinstance(prompt, str) else ""
     if not prompt.strip():
@@ -928,13 +979,14 @@ def build_demo() -> gr.Blocks:
                         "<span style='color:#b57a00'>◆ its correction</span> · "
                         "faint box = the head was unsure (low draft probability q).", elem_id="el-title")
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
-        banner = gr.Markdown(model_banner()[0])
+        banner = gr.Markdown(model_banner()[0], elem_id="el-banner")
         timer = gr.Timer(1.0)
         with gr.Tabs() as tabs:
             with gr.Tab("Lens", id="lens"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=300):
-                        prompt = gr.Textbox(label="Prompt", value=EXAMPLES[0], lines=3, max_length=MAX_PROMPT_CHARS)
+                        prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)", value=EXAMPLES[0],
+                                            lines=3)
                         gr.Examples(EXAMPLES, inputs=[prompt], label="Examples")
                         with gr.Row():
                             step_btn = gr.Button("Step", variant="secondary", elem_id="el-step")
@@ -954,8 +1006,9 @@ def build_demo() -> gr.Blocks:
                         total = gr.Slider(2, 80, value=24, step=1, label="Total tokens (dynamic)")
                         temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
-                        seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
+                        seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
                         max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens")
+                        input_note = gr.Markdown("", elem_id="el-input-note")
                     with gr.Column(scale=3):
                         text = gr.HTML(r0[0])
                         cards = gr.HTML(r0[1])
@@ -1025,11 +1078,21 @@ def build_demo() -> gr.Blocks:
         outs = [text, cards, cycle, tree, node, probs, mask, stats, status, state]
         # the model itself is shared through MODEL_LOCK, one cycle at a time; these handlers only wait their turn
         model_kw = dict(concurrency_id="model", concurrency_limit=MAX_SESSIONS)
-        step_btn.click(on_step, [state, prompt, shifted] + cfg_inputs, outs, api_name="step", **model_kw)
-        run_btn.click(on_run, [state, prompt, shifted] + cfg_inputs, outs, api_name="run", **model_kw)
+        norm_in = [prompt] + cfg_inputs
+        norm_out = [prompt, temperature, top_p, seed, preset, depth, top_k, total, max_new, input_note]
+        step_btn.click(normalise_inputs, norm_in, norm_out, queue=False, api_visibility="private").then(
+            on_step, [state, prompt, shifted] + cfg_inputs, outs, api_name="step", **model_kw)
+        run_btn.click(normalise_inputs, norm_in, norm_out, queue=False, api_visibility="private").then(
+            on_run, [state, prompt, shifted] + cfg_inputs, outs, api_name="run", **model_kw)
+        for ctl in (shape, tree_kind):
+            ctl.change(control_states, [shape, tree_kind], [tree_kind, preset, depth, top_k, total], queue=False,
+                       api_visibility="private")
+        demo.load(control_states, [shape, tree_kind], [tree_kind, preset, depth, top_k, total], queue=False,
+                  api_visibility="private")
         stop_btn.click(on_stop, [state], [status], api_name="stop", concurrency_limit=None)
-        reset_btn.click(on_reset, [state], outs, api_name="reset", concurrency_limit=None)
-        cycle.release(on_view, [state, cycle], outs, api_name="view_cycle")
+        reset_btn.click(on_reset, [state], outs, api_name="reset", concurrency_limit=None).then(
+            lambda: (views.race_figure([], []), "", ""), None, [race, race_msg, input_note], api_visibility="private")
+        cycle.input(on_view, [state, cycle], outs, api_name="view_cycle", trigger_mode="always_last")
         node.input(on_view, [state, cycle, node], outs, api_name="view_node")
         click_btn.click(on_click, [state, cycle, click], outs, api_visibility="private")
         play_btn.click(on_play, [state, cycle], [tree, beat_md, state], api_name="play", concurrency_limit=None,
@@ -1039,8 +1102,8 @@ def build_demo() -> gr.Blocks:
                         concurrency_limit=None)
         beat_next.click(lambda s, c: on_beat(s, c, 1), [state, cycle], [tree, beat_md, state], api_name="beat_next",
                         concurrency_limit=None)
-        race_btn.click(on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race",
-                       **model_kw)
+        race_btn.click(normalise_inputs, norm_in, norm_out, queue=False, api_visibility="private").then(
+            on_race, [state, prompt, shifted] + cfg_inputs, [race, race_msg, state], api_name="race", **model_kw)
         amb_btn.click(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_name="ambiguity",
                       **model_kw)
         prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",

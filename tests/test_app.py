@@ -364,3 +364,22 @@ def test_play_the_cycle_in_beats(client, monkeypatch):
     fig, cap = client.predict(1, api_name="/beat_prev")
     assert "Draft" in cap
     assert "Not playing" in client.predict(api_name="/pause")
+
+
+def test_inputs_are_answered_not_silently_clamped():
+    """Out-of-range numbers are brought into range and the page says so; the boxes get the values used."""
+    out = app.normalise_inputs("x" * 6000, 5, 1.0, -7, "Tree", "static (EAGLE-1)", app.DEFAULT_PRESET, 0, 6, 24, 9999)
+    prompt, t, p, seed, preset, depth, top_k, total, max_new, note = out
+    assert len(prompt) == app.MAX_PROMPT_CHARS and "6,000 characters" in note
+    assert (t, seed, depth, max_new) == (2.0, 7, 1, 512)
+    assert "Temperature 5 is outside" in note and "Seed -7 is negative" in note and "Max new tokens 9999" in note
+    assert app.normalise_inputs("ok", 0.5, 1.0, 3, "Tree", "static (EAGLE-1)", app.DEFAULT_PRESET, 5, 6, 24, 64)[-1] == ""
+
+
+def test_only_applicable_controls_are_enabled():
+    kind, preset, depth, top_k, total = app.control_states("Tree", "static (EAGLE-1)")
+    assert preset["interactive"] and not depth["interactive"] and not top_k["interactive"]
+    kind, preset, depth, top_k, total = app.control_states("Tree", "dynamic (EAGLE-2)")
+    assert not preset["interactive"] and depth["interactive"] and top_k["interactive"] and total["interactive"]
+    kind, preset, depth, top_k, total = app.control_states("Chain", "dynamic (EAGLE-2)")
+    assert not kind["interactive"] and not preset["interactive"] and depth["interactive"] and not top_k["interactive"]
