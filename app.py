@@ -403,17 +403,25 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
     return [dataclasses.asdict(c) for c in dec.cycles]
 
 
-def model_turn(waiting=None, needs_lock: bool = True):
+CANCELLED = object()   # model_turn's answer when `cancel` was set while waiting (the queue place is given up)
+
+
+def model_turn(waiting=None, needs_lock: bool = True, cancel: threading.Event | None = None):
     """Generator: wait for the model's turn (first come, first served), yielding `waiting(ahead, seconds)` every
-    0.4 s meanwhile; returns the ticket to `release_turn` after one bounded piece of work."""
+    0.4 s meanwhile; returns the ticket to `release_turn` after one bounded piece of work, or CANCELLED when
+    `cancel` (a Stop) was set while waiting: a stopped Run does not wait through the queue."""
     if ZERO_GPU or not needs_lock:
         return None
     ticket = MODEL_LOCK.request()
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
     try:
-        while not ticket.wait(0.4):
-            if waiting is not None:
-                yield waiting(MODEL_LOCK.ahead(ticket), time.perf_counter() - t0)
+        while not ticket.wait(0.05):
+            if cancel is not None and cancel.is_set():
+                MODEL_LOCK.cancel(ticket)
+                return CANCELLED
+            if waiting is not None and time.perf_counter() - last >= 0.4:
+                last = time.perf_counter()
+                yield waiting(MODEL_LOCK.ahead(ticket), last - t0)
     except BaseException:           # the page went away while waiting: leave the queue
         MODEL_LOCK.cancel(ticket)
         raise
@@ -643,8 +651,13 @@ def on_run(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, p
             if ent["stop"].is_set() or ent["decoder"] is not dec:   # Stop, Reset, or the tab closed meanwhile
                 break
             ticket = yield from model_turn(lambda ahead, w: status_only(state, queue_note(ahead, w)),
-                                           needs_lock=not isinstance(dec, Replay))
+                                           needs_lock=not isinstance(dec, Replay), cancel=ent["stop"])
+            if ticket is CANCELLED:
+                ticket = None
+                break
             if ent["stop"].is_set() or ent["decoder"] is not dec:
+                release_turn(ticket)      # give the turn back before drawing the final view
+                ticket = None
                 break
             recs = advance(state["sid"], 1)
             release_turn(ticket)

@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -122,18 +123,22 @@ class DraftSpec:
         return max((len(c) for c in ch), default=0)
 
 
+_BUILD_LOCK = threading.RLock()   # the per-target / per-head caches below are built once, by one thread
+
+
 def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
     """(vocab ids or None, linear module) of the draft LM head: the target's rows for the draft vocabulary (or all
     of them) in the draft dtype, weight pre-packed on a CPU. Cached on the target: built once per (vocab, dtype)."""
     lm = target.lm_head
-    cache = target.__dict__.setdefault("_draft_lm_cache", {})
     key = (None if draft_vocab is None else (int(draft_vocab.numel()), int(draft_vocab[:64].sum())), dtype)
-    if key not in cache:
-        ids = None if draft_vocab is None else draft_vocab.to(lm.weight.device)
-        w = lm.weight if ids is None else lm.weight[ids]
-        b = lm.bias if (lm.bias is None or ids is None) else lm.bias[ids]
-        cache[key] = (ids, frozen_linear(w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous()))
-    return cache[key]
+    with _BUILD_LOCK:
+        cache = target.__dict__.setdefault("_draft_lm_cache", {})
+        if key not in cache:
+            ids = None if draft_vocab is None else draft_vocab.to(lm.weight.device)
+            w = lm.weight if ids is None else lm.weight[ids]
+            b = lm.bias if (lm.bias is None or ids is None) else lm.bias[ids]
+            cache[key] = (ids, frozen_linear(w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous()))
+        return cache[key]
 
 
 def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
@@ -150,14 +155,15 @@ def head_in_dtype(head, dtype: torch.dtype):
     """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
     if head.fc.weight.dtype == dtype:
         return head
-    copies = head.__dict__.setdefault("_dtype_copies", {})
-    if dtype not in copies:
-        import copy
-        clone = copy.deepcopy(head)
-        clone.__dict__.pop("_dtype_copies", None)
-        copies[dtype] = clone.to(dtype).requires_grad_(False)
-        pack_cpu_linears(copies[dtype])   # an inference-only copy: pre-pack its weights on a CPU
-    return copies[dtype]
+    with _BUILD_LOCK:   # sessions build decoders concurrently: one copy, and never a deep copy of a packed one
+        copies = head.__dict__.setdefault("_dtype_copies", {})
+        if dtype not in copies:
+            import copy
+            clone = copy.deepcopy(head, memo={id(copies): {}})   # the copies cache itself is not copied
+            clone = clone.to(dtype).requires_grad_(False)
+            pack_cpu_linears(clone)   # an inference-only copy: pre-pack its weights on a CPU
+            copies[dtype] = clone
+        return copies[dtype]
 
 
 class Drafter:

@@ -383,3 +383,22 @@ def test_only_applicable_controls_are_enabled():
     assert not preset["interactive"] and depth["interactive"] and top_k["interactive"] and total["interactive"]
     kind, preset, depth, top_k, total = app.control_states("Chain", "dynamic (EAGLE-2)")
     assert not kind["interactive"] and not preset["interactive"] and depth["interactive"] and not top_k["interactive"]
+
+
+def test_stop_while_waiting_for_the_model(url, slow_cycles):
+    """A stopped Run leaves the queue at once instead of waiting for its turn first."""
+    slow_cycles[0] = 0.8
+    a, b = Client(url, verbose=False), Client(url, verbose=False)
+    job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
+    wait_outputs(job_a, 1, limit=10)
+    job_b = b.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
+    t0 = time.time()
+    while not any("Waiting for the shared model" in str(o[8]) for o in job_b.outputs()) and time.time() - t0 < 10:
+        time.sleep(0.02)
+    t0 = time.time()
+    b.predict(api_name="/stop")
+    job_b.result()
+    took = time.time() - t0
+    assert "Stopped" in job_b.outputs()[-1][8] and took < 0.6, f"Stop took {took:.2f} s while queued"
+    a.predict(api_name="/stop")
+    job_a.result()

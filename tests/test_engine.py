@@ -210,3 +210,28 @@ def test_sampling_end_to_end_matches_target(draft_kw):
     obs.append(rest_o); exp.append(rest_e)
     exp = np.array(exp) * sum(obs) / sum(exp)
     assert chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_sessions_build_decoders_concurrently(tiny_target):
+    """Classroom: several sessions building their first decoder at once share one packed bf16 head copy and one
+    draft LM head (a deep copy of a half-packed copy used to fail: 'Cannot access storage of OpaqueTensorImpl')."""
+    import threading
+
+    from eagle_core.draft import head_in_dtype
+    errors, copies = [], []
+    for trial in range(8):
+        head = random_head(tiny_target, seed=trial)
+        bar = threading.Barrier(4)
+
+        def build():
+            bar.wait()
+            try:
+                copies.append(head_in_dtype(head, torch.bfloat16))
+                EagleDecoder(tiny_target, head, DecodeConfig(draft_vocab=2048, draft_dtype="bfloat16"), [1, 5, 7])
+            except Exception as exc:  # noqa: BLE001 -- any failure is the bug
+                errors.append(repr(exc))
+        threads = [threading.Thread(target=build) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert len({id(c) for c in copies[-4:]}) == 1
+    assert not errors, errors[:2]
