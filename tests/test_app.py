@@ -4,7 +4,6 @@ The app is launched in-process on a free port with `--target tiny` (a tiny rando
 tokenizer), so the whole file runs in well under a minute on a CPU.
 """
 import json
-import socket
 import time
 
 import pytest
@@ -13,6 +12,7 @@ pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
 
 import app  # noqa: E402
+from servers import app_in_process  # noqa: E402
 
 PROMPT = "How can I learn Python?"
 
@@ -24,23 +24,10 @@ def cfg(**kw):
     return list(c.values())
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url():
-    th = app.start_loading("tiny", "shifted")
-    demo = app.build_demo()
-    demo.queue(default_concurrency_limit=4)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=app.CSS, quiet=True)
-    th.join(timeout=120)
-    assert app.MODEL.status == "ready", app.MODEL.error
-    yield f"http://127.0.0.1:{port}"
-    demo.close()
+    with app_in_process("tiny") as u:
+        yield u
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ the tiny random target (EAGLE_LENS_BROWSER_TARGET=embedded to use the real one).
 """
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+
+from servers import app_subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
@@ -24,35 +21,10 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    target = os.environ.get("EAGLE_LENS_BROWSER_TARGET", "tiny")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port), "--target", target],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    t0 = time.time()
-    while time.time() - t0 < 120:
-        if proc.poll() is not None:
-            pytest.fail("app exited:\n" + proc.stdout.read()[-3000:])
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with app_subprocess(["--target", os.environ.get("EAGLE_LENS_BROWSER_TARGET", "tiny")]) as (url, _):
+        yield url
 
 
 def test_run_in_browser(server):

@@ -3,49 +3,21 @@ student's Step answers while that Run streams. Also measures how busy the browse
 
 Skips when playwright or Chromium is missing (setup.sh installs the embedded target). Prints the measured latencies (pytest -s).
 """
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 
-from test_browser import ARGS, CHROMIUM, ROOT, playwright_api  # noqa: F401  (skips without playwright/Chromium)
+from servers import app_subprocess
+from test_browser import ARGS, CHROMIUM, playwright_api  # noqa: F401  (skips without playwright/Chromium)
 
 LONGTASKS_JS = """() => { window.__busy = 0; new PerformanceObserver((l) => { for (const e of l.getEntries())
   window.__busy += e.duration; }).observe({entryTypes: ['longtask']}); }"""
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port)], cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    t0 = time.time()
-    while time.time() - t0 < 120:
-        if proc.poll() is not None:
-            pytest.fail("app exited:\n" + proc.stdout.read()[-3000:])
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with app_subprocess([]) as (url, _):    # the embedded target
+        yield url
 
 
 def status(page) -> str:

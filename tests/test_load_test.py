@@ -6,13 +6,12 @@ prompt (cross-talk), Runs a new generation and Stops it, and computes "How can I
 import importlib.util
 import json
 import os
-import socket
 
 import pytest
 
 pytest.importorskip("gradio_client")
 
-import app  # noqa: E402
+from servers import app_in_process  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,23 +23,10 @@ def load_script():
     return mod
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url():
-    th = app.start_loading("tiny", "shifted")
-    demo = app.build_demo()
-    demo.queue(default_concurrency_limit=4)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=app.CSS, quiet=True)
-    th.join(timeout=120)
-    assert app.MODEL.status == "ready", app.MODEL.error
-    yield f"http://127.0.0.1:{port}"
-    demo.close()
+    with app_in_process("tiny") as u:
+        yield u
 
 
 def test_three_students_no_errors_no_cross_talk(url, tmp_path, capsys):

@@ -11,15 +11,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
 pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
+
+from servers import app_subprocess  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUBS = os.path.join(REPO, "tests", "stubs")
@@ -32,12 +31,6 @@ def cfg(**kw):
              top_k=6, total=24, max_new=12)
     c.update(kw)
     return list(c.values())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def plot(out):
@@ -124,35 +117,18 @@ def test_race_divergence_crosses_the_fork(stub, tiny_target, monkeypatch):
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("zerogpu")
     log, out = tmp / "gpu.log", tmp / "server.log"
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([STUBS, REPO]), SPACES_ZERO_GPU="1", EAGLE_LENS_THREADS="1",
+    env = dict(PYTHONPATH=os.pathsep.join([STUBS, REPO]), SPACES_ZERO_GPU="1", EAGLE_LENS_THREADS="1",
                GRADIO_ANALYTICS_ENABLED="False", TQDM_DISABLE="1", **{LOG_ENV: str(log)})
-    env.pop("EAGLE_LENS_PRECOMPUTE", None)
-    with open(out, "w") as f:
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port), "--target", "tiny"], cwd=REPO,
-                                env=env, stdout=f, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    saved = os.environ.pop("EAGLE_LENS_PRECOMPUTE", None)   # under ZeroGPU the app precomputes by default
+
+    def live(url):
+        return "Live" in str(Client(url, verbose=False).predict(api_name="/banner")[0])
     try:
-        t0, client = time.time(), None
-        while time.time() - t0 < 90:
-            assert proc.poll() is None, f"the app exited:\n{out.read_text()[-3000:]}"
-            try:
-                client = client or Client(url, verbose=False)
-                if "Live" in str(client.predict(api_name="/banner")[0]):
-                    break
-            except Exception:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the app did not come up:\n{out.read_text()[-3000:]}")
-        yield dict(url=url, pid=proc.pid, log=log, out=out)
+        with app_subprocess(["--target", "tiny"], env=env, log_path=str(out), ready=live, timeout=90) as (url, proc):
+            yield dict(url=url, pid=proc.pid, log=log, out=out)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if saved is not None:
+            os.environ["EAGLE_LENS_PRECOMPUTE"] = saved
 
 
 def gpu_calls(server) -> list[tuple[int, int, str]]:

@@ -37,8 +37,8 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
         colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "✓ accepted path"], len=0.6),
         name="tree attention"))
     n = len(nodes)
-    base_layout(fig, f"Tree attention: {n} tokens verified in one target pass "
-                     f"(row = query token, column = key; all also see the {rec['prefix_len']} committed tokens)",
+    base_layout(fig, f"Tree attention: {n} tokens verified in one target pass<br><sup>row = query token, "
+                     f"column = key; every row also sees the {rec['prefix_len']} committed tokens</sup>",
                 height=height or max(380, min(1400, 160 + 20 * n)))
     fig.update_yaxes(autorange="reversed", dtick=1, tickfont=dict(size=12 if n > 20 else 14), title="query (drafted token)")
     fig.update_xaxes(tickangle=-60, dtick=1, tickfont=dict(size=12 if n > 20 else 14), side="bottom", title="key")

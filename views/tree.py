@@ -145,7 +145,9 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
 
     rows = leaves + (1 if len(nodes) > 1 else 0)
     maxd = max([p[0] for p in pos.values()] + [bx])
-    fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
+    # the bonus/correction box sits right of the deepest column: room for its label, so it is never clipped
+    fig.update_xaxes(range=[-0.6, maxd + (1.3 if bx >= maxd else 0.6)], tickmode="array",
+                     tickvals=list(range(int(maxd) + 1)),
                      ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
                      zeroline=False, side="top")
     fig.update_yaxes(visible=False, range=[-(rows - 1) - 0.7, 0.7])
