@@ -982,7 +982,7 @@ def build_demo() -> gr.Blocks:
     r0 = render(dict(st0), cycle=c0, status="")
     with gr.Blocks(title="EAGLE Lens") as demo:
         state = gr.State(st0, delete_callback=drop_session)
-        with gr.Row():
+        with gr.Row(elem_id="el-header"):
             gr.Markdown("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks "
                         "them all in **one** pass and keeps the longest agreeing path. In the tree: "
                         "<span style='color:#009E73'>✓ accepted</span> · "
@@ -1030,7 +1030,7 @@ def build_demo() -> gr.Blocks:
                                           label="Cycle (go back to any earlier cycle)")
                         with gr.Row(elem_id="el-play-row"):
                             play_btn = gr.Button("▶ Play this cycle", elem_id="el-play", scale=2)
-                            pause_btn = gr.Button("⏸ Pause", elem_id="el-pause", scale=1)
+                            pause_btn = gr.Button("‖ Pause", elem_id="el-pause", scale=1)
                             beat_prev = gr.Button("◀ beat", elem_id="el-beat-prev", scale=1)
                             beat_next = gr.Button("beat ▶", elem_id="el-beat-next", scale=1)
                         beat_md = gr.Markdown("Play shows this cycle as it happens: draft, one verify pass, accept.",
@@ -1047,7 +1047,7 @@ def build_demo() -> gr.Blocks:
                         with gr.Accordion("Tree attention mask", open=False):
                             mask = gr.Plot(r0[6], label="Tree attention mask")
                         with gr.Accordion("Statistics and the Race", open=True):
-                            stats = gr.Plot(r0[7], label="Statistics")
+                            stats = gr.Plot(r0[7], label="Statistics", elem_id="el-stats")
                             race_btn = gr.Button("Race: plain decoding vs EAGLE on this prompt", elem_id="el-race")
                             race_msg = gr.Markdown("")
                             race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race")

@@ -44,7 +44,7 @@ def app_subprocess(args: list[str], env: dict | None = None, log_path: str | Non
     given); yields (url, process). The output goes to `log_path` (a temporary file by default: a pipe nobody
     reads would fill up and stall a chatty server)."""
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     if log_path is None:
         fd, log_path = tempfile.mkstemp(prefix="eagle-lens-app-", suffix=".log")
         os.close(fd)

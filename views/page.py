@@ -18,6 +18,8 @@ body.el-presenter .el-card b {font-size: 30px;} body.el-presenter .el-card span 
 body.el-presenter .prose, body.el-presenter .prose p, body.el-presenter label span {font-size: 20px !important;}
 body.el-presenter #el-status, body.el-presenter #el-beat {font-size: 21px;}
 @media (max-width: 640px) {
+  #el-header {flex-wrap: wrap;} #el-header > * {min-width: 100% !important;}
+  #el-play-row {flex-wrap: wrap;} #el-play-row > button {min-width: 45% !important;}
   .el-text {font-size: 16px; line-height: 1.8;}
   .el-card {flex: 1 1 42%;}
   #el-title h1 {font-size: 26px;}
@@ -63,6 +65,19 @@ CLICK_JS = """() => {
     const upd = {'font.size': el.__elOrig.font * scale, 'title.font.size': el.__elOrig.title * scale,
                  'hoverlabel.font.size': 15 * scale};
     el.__elOrig.ann.forEach((s, i) => { upd[`annotations[${i}].font.size`] = s * scale; });
+    const narrow = w < 560 && el.layout.xaxis2 && el.layout.xaxis && !el.closest('#el-stats');
+    if (narrow) {   // a phone: the first panel of a side-by-side figure, full width; the others hidden
+      el.__elOrig.domain = el.__elOrig.domain || el.layout.xaxis.domain;
+      upd['xaxis.domain'] = [0, 1];
+      for (const k of Object.keys(el.layout)) if (/^[xy]axis[2-9]$/.test(k)) upd[`${k}.visible`] = false;
+      (el.layout.annotations || []).forEach((a, i) => {
+        if (a.xref && a.xref !== 'paper' && a.xref !== 'x' && a.xref !== 'x domain') upd[`annotations[${i}].visible`] = false;
+        else if ((a.x || 0) > 0.5 && a.xref === 'paper' && i > 0) upd[`annotations[${i}].visible`] = false;
+        else if (i === 0 && a.xref === 'paper') upd['annotations[0].x'] = 0.5;
+      });
+      const hide = el.data.map((t) => (t.xaxis && t.xaxis !== 'x') ? false : true);
+      window.Plotly.restyle(el, {visible: hide});
+    }
     window.Plotly.relayout(el, upd).then(() => { el.__elSeen = el.layout; });
   };
   window.__elFit = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {

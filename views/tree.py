@@ -154,7 +154,7 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
     n_drafted = len(nodes) - 1
     t = title or (f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
                   if rec["cycle"] == 0 else
-                  f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted "
+                  f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted<br>"
                   f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)"
                   + _cut_note(rec) + _skip_note(rec))
     row_px = 50 if rows <= 16 else 34                 # big trees: tighter rows, smaller labels
