@@ -182,7 +182,9 @@ class EagleDecoder:
         if k <= 0:
             return []
         v, i = torch.topk(probs.float(), min(k, probs.shape[-1]))
-        return [TokenProb(int(t), self._text(int(t)), float(p)) for t, p in zip(i.tolist(), v.tolist())]
+        special = self.target.special_ids
+        return [TokenProb(int(t), self._text(int(t)), float(p), int(t) in special)
+                for t, p in zip(i.tolist(), v.tolist())]
 
     def _target_probs(self, logits: torch.Tensor) -> torch.Tensor:
         c = self.cfg

@@ -25,6 +25,7 @@ class TokenProb:
     token_id: int
     text: str
     prob: float
+    special: bool = False       # a control token of the vocabulary (the figures keep it off their axes)
 
 
 @dataclass

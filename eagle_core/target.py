@@ -183,6 +183,19 @@ class Target:
             tb = self.__dict__["_token_bytes"] = TokenBytes(self.tokenizer)
         return tb(token_id)
 
+    @property
+    def special_ids(self) -> set[int]:
+        """Control tokens of the vocabulary (<|im_start|>, <repo_name>, ...): kept off the figures' axes."""
+        ids = self.__dict__.get("_special_ids")
+        if ids is None:
+            tok = self.tokenizer
+            ids = set(getattr(tok, "all_special_ids", None) or [])
+            for k, v in (getattr(tok, "added_tokens_decoder", None) or {}).items():
+                if getattr(v, "special", False):
+                    ids.add(int(k))
+            self.__dict__["_special_ids"] = ids
+        return ids
+
     def token_text(self, token_id: int) -> str:
         """One token shown alone: its characters, or its byte piece ("<E4 BD>") when it holds part of one."""
         return display_text(self.token_bytes(token_id))

@@ -102,26 +102,26 @@ def test_probs_figure_greedy_and_sampling():
     assert n.count("draft q (head)") == 2 and n.count("target p") == 2
     first = fig.data[0]
     assert any("◀" in x for x in first.x)                      # the chosen node is marked
-    assert "greedy" in fig.layout.annotations[0].text
+    assert "greedy" in fig.layout.annotations[0].text.replace("<br>", " ")
     fig = probs_figure(synthetic_cycle(sampling=True), 3)
-    assert "min(1, p/q) = min(1, 20.0% / 50.0%) = 40.0%" in fig.layout.annotations[0].text
+    assert "min(1, p/q) = min(1, 20.0% / 50.0%) = 40.0%" in fig.layout.annotations[0].text.replace("<br>", " ")
     assert any("residual" in (t.name or "") for t in fig.data)
-    assert "residual max(0, p′ − q′)" in fig.layout.annotations[2].text
+    assert "residual max(0, p′ − q′)" in fig.layout.annotations[2].text.replace("<br>", " ")
 
 
 def test_node_view_names_the_rule_applied():
     """The second sibling faced p' (the residual) and q' (renormalised), top-k children faced p', greedy its own."""
-    ann = probs_figure(synthetic_cycle(sampling=True), 4).layout.annotations[0].text
+    ann = probs_figure(synthetic_cycle(sampling=True), 4).layout.annotations[0].text.replace("<br>", " ")
     assert "after 1 earlier sibling was rejected" in ann
     assert "min(1, p′/q′) = min(1, 12.5% / 60.0%) = 25.0%" in ann and "residual" in ann
     assert "min(1, p/q)" not in ann
     rec = synthetic_cycle(sampling=True, rule="target")
-    ann = probs_figure(rec, 4).layout.annotations[0].text
+    ann = probs_figure(rec, 4).layout.annotations[0].text.replace("<br>", " ")
     assert "p′ = 25.0%" in ann and "removed" in ann and "min(1" not in ann
-    ann = probs_figure(rec, 3).layout.annotations[0].text
+    ann = probs_figure(rec, 3).layout.annotations[0].text.replace("<br>", " ")
     assert "kept with probability p = 40.0%" in ann and "min(1" not in ann
-    assert "removed" in probs_figure(rec, 3).layout.annotations[2].text
-    ann = probs_figure(synthetic_cycle(), 4).layout.annotations[0].text
+    assert "removed" in probs_figure(rec, 3).layout.annotations[2].text.replace("<br>", " ")
+    ann = probs_figure(synthetic_cycle(), 4).layout.annotations[0].text.replace("<br>", " ")
     assert "greedy (T = 0)" in ann and "min(1" not in ann and "′" not in ann
     hover = " ".join(str(a.hovertext) for a in tree_figure(synthetic_cycle(sampling=True)).layout.annotations)
     assert "min(1, p′/q′)" in hover
@@ -335,6 +335,7 @@ def test_special_tokens_stay_off_the_axes():
     rec = dataclasses.asdict(synthetic_cycle(sampling=True))
     rec["nodes"][1]["target_topk"].append(dict(token_id=99, text="<|im_start|>", prob=0.3))
     rec["residual_topk"].append(dict(token_id=98, text="<|im_end|>", prob=0.1))
+    rec["residual_topk"].append(dict(token_id=97, text="<repo_name>", prob=0.05, special=True))
     fig = probs_figure(rec, 3)
     axes = [x for t in fig.data for x in (t.x or [])]
-    assert not any("<|" in str(x) for x in axes)
+    assert not any("<|" in str(x) or "repo_name" in str(x) for x in axes)

@@ -35,9 +35,17 @@ def default_node(rec) -> int | None:
 _SPECIAL = re.compile(r"<\|[^|<>]{1,40}\|>|</?s>|<unk>|<pad>")
 
 
-def is_special(text: str) -> bool:
-    """A chat-template control token (e.g. <|im_start|>): not text a student should see on an axis."""
-    return bool(_SPECIAL.fullmatch((text or "").strip()))
+def is_special(row: dict) -> bool:
+    """A control token of the vocabulary (<|im_start|>, <repo_name>, ...): not text a student should see on an
+    axis. The engine marks them; records from before that are recognised by their <|...|> shape."""
+    return bool(row.get("special")) or bool(_SPECIAL.fullmatch((row.get("text") or "").strip()))
+
+
+def wrap(text: str, width: int) -> str:
+    """Break a plain sentence (it may hold <br>) into lines of about `width` characters: a title over one panel
+    of a three-panel figure must not run into its neighbour."""
+    import textwrap
+    return "<br>".join("<br>".join(textwrap.wrap(part, width)) for part in text.split("<br>"))
 
 
 def is_sampling(rec) -> bool:
@@ -54,9 +62,11 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     par = nodes[nodes[node]["parent"]]
     rows: dict[int, dict] = {}
     for t in par.get("draft_topk") or []:
-        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None))["q"] = t["prob"]
+        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None,
+                                            special=t.get("special", False)))["q"] = t["prob"]
     for t in par.get("target_topk") or []:
-        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None))["p"] = t["prob"]
+        rows.setdefault(t["token_id"], dict(text=t["text"], q=None, p=None, status=None,
+                                            special=t.get("special", False)))["p"] = t["prob"]
     for c in nodes.values():
         if c["parent"] == par["index"]:
             r = rows.setdefault(c["token_id"], dict(text=c["text"], q=None, p=None, status=None))
@@ -66,7 +76,7 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     items = sorted(rows.items(), key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     chosen = [kv for kv in items if kv[1].get("node") is not None]
     # the parent's top tokens fill the rest; special tokens (<|im_start|> ...) only when actually drafted
-    rest = [kv for kv in items if kv[1].get("node") is None and not is_special(kv[1]["text"])][:max(0, k - len(chosen))]
+    rest = [kv for kv in items if kv[1].get("node") is None and not is_special(kv[1])][:max(0, k - len(chosen))]
     keep = sorted(chosen + rest, key=lambda kv: -max(kv[1]["p"] or 0, kv[1]["q"] or 0))
     return par, [dict(token_id=t, **r) for t, r in keep]
 
@@ -103,7 +113,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
         ttl = (f"<b>“{esc(show_token(n['text'], 16))}”</b> after “{esc(show_token(par['text'], 16))}”: "
                f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
-        ttl += "<br>" + rule_sentence(n, sampling)
+        ttl += "<br>" + wrap(rule_sentence(n, sampling), 62)
         fig.layout.annotations[0].update(text=ttl, font=dict(size=14))
     else:
         fig.add_annotation(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
@@ -124,7 +134,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         fig.add_annotation(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
                            xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666"))
     # ---- panel 3: where the bonus/correction came from
-    res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t["text"])]
+    res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t)]
     bcol = CORRECTION if kind == "correction" else BONUS
     fig.add_trace(go.Bar(x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"]) for t in res],
                          y=[t["prob"] for t in res],
@@ -132,7 +142,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                                      pattern_shape=["" if t["token_id"] == rec["bonus_token"] else "." for t in res]),
                          name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
                          hoverinfo="text"), row=1, col=3)
-    t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{source_sentence(rec)}"
+    t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{wrap(source_sentence(rec), 30)}"
     fig.layout.annotations[2].update(text=t3, font=dict(size=14))
     fig.layout.annotations[1].update(font=dict(size=14))
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")
