@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 import uuid
-from contextlib import contextmanager
+from contextlib import nullcontext
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -196,7 +196,7 @@ def initial_state() -> dict:
 
 
 # ----------------------------------------------------------------------------- per-session decoders
-SESSIONS: dict[str, dict] = {}   # sid -> {decoder, key, stop: Event, used, running, hash}
+SESSIONS: dict[str, dict] = {}   # sid -> {decoder, key, stop: Event, used, running, hash, expired}
 MAX_SESSIONS = 64
 IDLE_TIMEOUT = float(os.environ.get("EAGLE_LENS_IDLE_TIMEOUT", 20 * 60))   # seconds before a decoder is freed
 SESSIONS_LOCK = threading.Lock()
@@ -229,18 +229,14 @@ def session(state: dict, request: gr.Request | None = None) -> dict:
             idle = [s for s, e in SESSIONS.items() if not e.get("running")] or list(SESSIONS)
             SESSIONS.pop(min(idle, key=lambda s: SESSIONS[s]["used"]), None)
         if not state.get("sid") or state["sid"] not in SESSIONS:
+            # a page showing a live generation whose entry is gone: the server freed it (idle timeout, restart)
+            freed = bool(state.get("sid")) and state.get("source") == "live" and bool(state.get("records"))
             state["sid"] = state.get("sid") or uuid.uuid4().hex
             SESSIONS[state["sid"]] = dict(decoder=None, key=None, stop=threading.Event(), used=now, running=False,
-                                          hash=getattr(request, "session_hash", None))
+                                          hash=getattr(request, "session_hash", None), expired=freed)
         ent = SESSIONS[state["sid"]]
     ent["used"] = now
     return ent
-
-
-def expired(state: dict) -> bool:
-    """The page shows a live generation whose decoder the server has freed (idle timeout or restart)."""
-    return (state.get("source") == "live" and bool(state.get("records")) and bool(state.get("sid"))
-            and state["sid"] not in SESSIONS)
 
 
 def drop_session(value):
@@ -392,12 +388,17 @@ def advance(sid: str, n: int = 1) -> list:
     return _advance(sid, n) if isinstance(dec, Replay) else gpu_advance(sid, n)
 
 
+def new_decoder(cfg, shift: str, prompt: str):
+    """A decoder of the prompt (wrapped in the chat template) with the shifted or unshifted head."""
+    from eagle_core.engine import EagleDecoder
+    target, heads = MODEL.require()
+    return EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+
+
 @gpu
 def decode_all(cfg, shift: str, prompt: str) -> list:
     """A whole generation in one call, timed by the engine (ZeroGPU: one GPU call per generation)."""
-    from eagle_core.engine import EagleDecoder
-    target, heads = MODEL.require()
-    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    dec = new_decoder(cfg, shift, prompt)
     while not dec.done:
         dec.step()
     return [dataclasses.asdict(c) for c in dec.cycles]
@@ -433,17 +434,9 @@ def release_turn(ticket):
         MODEL_LOCK.cancel(ticket)   # a granted ticket releases the lock
 
 
-@contextmanager
 def one_turn():
     """The model's turn for a piece of work that shows no queue position (blocking)."""
-    if ZERO_GPU:
-        yield
-        return
-    MODEL_LOCK.acquire()
-    try:
-        yield
-    finally:
-        MODEL_LOCK.release()
+    return nullcontext() if ZERO_GPU else MODEL_LOCK.hold()
 
 
 def queue_note(ahead: int, waited: float) -> str:
@@ -457,9 +450,7 @@ def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
     figures do not include the waits."""
     if ZERO_GPU or PRECOMPUTE:
         return decode_all(cfg, shift, prompt)
-    from eagle_core.engine import EagleDecoder
-    target, heads = MODEL.require()
-    dec = EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    dec = new_decoder(cfg, shift, prompt)
     last = time.perf_counter()
     while not dec.done:
         ticket = yield from model_turn(waiting)
@@ -481,10 +472,8 @@ def ensure_decoder(state, prompt, shifted, cfg, request=None) -> str:
     """The session's decoder for these settings: a new generation when there is none or the prompt/settings
     changed. A finished generation with the same prompt and settings is kept (Finished): a Step or Run queued
     behind it must not throw its text away. Returns a notice."""
-    from eagle_core.engine import EagleDecoder
-    target, heads = MODEL.require()
+    MODEL.require()
     prompt = check_prompt(prompt)
-    was_expired = expired(state)
     ent = session(state, request)
     shift = "shifted" if shifted else "unshifted"
     key = json.dumps([prompt, shift, dataclasses.asdict(cfg)])
@@ -496,7 +485,7 @@ def ensure_decoder(state, prompt, shifted, cfg, request=None) -> str:
         why = recs[-1].get("finished") if recs else None
         raise Finished(f"This generation is finished ({why or 'done'}). Press Reset to start it again, or change "
                        f"the prompt or a setting for a new one.")
-    if was_expired:
+    if ent.pop("expired", False):
         notice = (f"Your session was idle for over {IDLE_TIMEOUT / 60:.0f} minutes, so the server freed its "
                   f"decoder; started a new generation.")
     elif dec is not None and ent["key"] != key and state.get("source") == "live":
@@ -507,7 +496,7 @@ def ensure_decoder(state, prompt, shifted, cfg, request=None) -> str:
         with one_turn():
             ent["decoder"] = Replay(decode_all(cfg, shift, prompt))
     else:
-        ent["decoder"] = EagleDecoder(target, heads[shift], cfg, target.render_prompt(prompt))
+        ent["decoder"] = new_decoder(cfg, shift, prompt)
     ent["key"] = key
     state.update(records=[], prompt=prompt, source="live", seen=[0, 0.0])
     return notice
@@ -639,8 +628,6 @@ def on_run(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, p
         ent["stop"].clear()
         ent["running"] = True     # before a precomputed generation is decoded, so Stop reaches that too
         notice = ensure_decoder(state, prompt, shifted, cfg, request)
-        ent = SESSIONS[state["sid"]]
-        ent["running"] = True
         dec = ent["decoder"]
         t_start = time.perf_counter()
         seen0 = list(state.get("seen") or [0, 0.0])     # what earlier Runs of this generation delivered

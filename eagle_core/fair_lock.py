@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 from contextlib import contextmanager
 
 
@@ -18,8 +17,7 @@ class FairLock:
         self._mutex = threading.Lock()
         self._waiters: collections.deque[threading.Event] = collections.deque()
         self._held = False
-        self.holds = 0              # completed holds (for tests and the server's stats)
-        self.wait_seconds = 0.0     # total time spent waiting by all holders
+        self.holds = 0              # completed holds (the server's stats)
 
     def waiting(self) -> int:
         with self._mutex:
@@ -51,17 +49,9 @@ class FairLock:
         if ticket.is_set():
             self.release()
 
-    def acquire(self, on_wait=None, poll: float = 0.5) -> float:
-        """Block until the lock is ours; returns the seconds waited. `on_wait(ahead, waited_s)` is called every
-        `poll` seconds while waiting."""
-        t0 = time.perf_counter()
-        ticket = self.request()
-        while not ticket.wait(poll):
-            if on_wait is not None:
-                on_wait(self.ahead(ticket), time.perf_counter() - t0)
-        waited = time.perf_counter() - t0
-        self.wait_seconds += waited
-        return waited
+    def acquire(self):
+        """Block until the lock is ours."""
+        self.request().wait()
 
     def release(self):
         with self._mutex:
@@ -72,8 +62,8 @@ class FairLock:
                 self._held = False
 
     @contextmanager
-    def hold(self, on_wait=None):
-        self.acquire(on_wait)
+    def hold(self):
+        self.acquire()
         try:
             yield
         finally:

@@ -1,7 +1,9 @@
 """Starting the app for tests: in this process (fast; the API tests) or as a subprocess (the browser, ZeroGPU and
-embedded-target tests, which need their own environment or a fresh module state)."""
+embedded-target tests, which need their own environment or a fresh module state); and the arguments and
+outputs of its API as the tests use them."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -79,3 +81,16 @@ def app_subprocess(args: list[str], env: dict | None = None, log_path: str | Non
             proc.kill()
             proc.wait()
         out.close()
+
+
+def cfg(**kw) -> list:
+    """The decoding controls after (prompt, shifted) in Step / Run / Race calls, in the app's order."""
+    c = dict(temperature=0, top_p=1, seed=0, shape="Tree", tree_kind="static (EAGLE-1)", preset="cpu-12", depth=5,
+             top_k=6, total=24, max_new=12)
+    c.update(kw)
+    return list(c.values())
+
+
+def plot(out) -> dict:
+    """A gr.Plot output as Plotly JSON."""
+    return json.loads(out["plot"])

@@ -12,16 +12,9 @@ pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
 
 import app  # noqa: E402
-from servers import app_in_process  # noqa: E402
+from servers import app_in_process, cfg, plot  # noqa: E402
 
 PROMPT = "How can I learn Python?"
-
-
-def cfg(**kw):
-    c = dict(temperature=0, top_p=1, seed=0, shape="Tree", tree_kind="static (EAGLE-1)", preset="cpu-12", depth=5,
-             top_k=6, total=24, max_new=12)
-    c.update(kw)
-    return list(c.values())
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +26,6 @@ def url():
 @pytest.fixture
 def client(url):
     return Client(url, verbose=False)
-
-
-def plot(out):
-    return json.loads(out["plot"])
 
 
 def trace_names(out):
@@ -329,6 +318,11 @@ def test_idle_session_expires_with_a_message(client, monkeypatch):
     assert stats["rss_mb"] > 0 and "decoders" in stats
     out = step(client)
     assert "idle" in out[8] and "prefill" in plot(out[3])["layout"]["title"]["text"]
+    step(client)
+    time.sleep(0.05)
+    assert app.sweep_sessions() >= 1
+    final = client.submit(PROMPT, True, *cfg(max_new=6), api_name="/run").result()   # a Run is told too
+    assert "idle" in final[8], final[8]
 
 
 def test_tokens_per_second_cards_are_labelled(client):

@@ -9,7 +9,6 @@ worker, so the test knows the model work really ran in other processes.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import time
 
@@ -18,23 +17,12 @@ import pytest
 pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
 
-from servers import app_subprocess  # noqa: E402
+from servers import app_subprocess, cfg, plot  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUBS = os.path.join(REPO, "tests", "stubs")
 PROMPT = "How can I learn Python?"
 LOG_ENV = "EAGLE_LENS_SPACES_STUB_LOG"
-
-
-def cfg(**kw):
-    c = dict(temperature=0, top_p=1, seed=0, shape="Tree", tree_kind="static (EAGLE-1)", preset="cpu-12", depth=5,
-             top_k=6, total=24, max_new=12)
-    c.update(kw)
-    return list(c.values())
-
-
-def plot(out):
-    return json.loads(out["plot"])
 
 
 def tokens(final):
