@@ -23,8 +23,14 @@ Metrics (pure functions below, on lists of per-prompt results):
   tokens_per_s  mean over prompts of new tokens / wall seconds of that generation (prefill included)
   speedup       mean over prompts of (tokens/s of the method) / (tokens/s of hf-greedy on the same prompt)
   accept_rate_by_depth  alpha_k = fraction of cycles reaching depth k whose draft at depth k+1 was accepted
+  speedup_ci95  bootstrap 95% interval of that mean over the prompts (how sure the figure is), with min / max
   mismatches    (T = 0) prompts whose tokens differ from hf-greedy's, not counting tie_divergences: a
                 divergence where the target's top-2 logits after prompt + common prefix are within 1e-4
+
+A busy machine (machine_load.py): before loading anything the benchmark measures the other work on the machine
+and refuses to run (exit status 3) while it keeps more than 0.25 cores busy for --wait-quiet seconds, unless
+--allow-busy; every timed run records the other work beside it, and a run that was not quiet is marked BUSY in
+the table (above and below it), the chart and the JSON ("load").
 """
 from __future__ import annotations
 
@@ -37,6 +43,9 @@ import platform
 import shlex
 import sys
 import time
+
+from . import machine_load
+from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -191,10 +200,30 @@ def mean_tokens_per_s(results: list[dict]) -> float | None:
 
 def speedup(results: list[dict], baseline: list[dict]) -> float | None:
     """Mean over prompts of the per-prompt tokens/s ratio method / baseline (matched by prompt index)."""
+    return mean(speedup_ratios(results, baseline))
+
+
+def speedup_ratios(results: list[dict], baseline: list[dict]) -> list[float]:
+    """Per-prompt tokens/s ratios method / baseline (matched by prompt index)."""
     base = {r["prompt"]: tokens_per_second(r) for r in baseline}
-    ratios = [tokens_per_second(r) / base[r["prompt"]] for r in results
-              if r["prompt"] in base and base[r["prompt"]] > 0]
-    return mean(ratios)
+    return [tokens_per_second(r) / base[r["prompt"]] for r in results if r["prompt"] in base and base[r["prompt"]] > 0]
+
+
+def mean_interval(xs: list[float], level: float = 0.95, resamples: int = 2000, seed: int = 0):
+    """Bootstrap percentile interval of the mean of xs (deterministic: a seeded resampler); None for < 2 values.
+
+    Why bootstrap: per-prompt speedups are skewed (a prompt that stops early has a noisy ratio) and few (10-80),
+    so a normal interval would pretend to a symmetry they do not have."""
+    import random
+    xs = list(xs)
+    if len(xs) < 2:
+        return None
+    rng = random.Random(seed)
+    n = len(xs)
+    means = sorted(sum(xs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    lo = means[int((1 - level) / 2 * resamples)]
+    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    return [lo, hi]
 
 
 def speedup_ratio_of_means(results: list[dict], baseline: list[dict]) -> float | None:
@@ -281,11 +310,16 @@ def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) ->
     """Metrics of one method over a list of per-prompt results."""
     mism, ties = count_mismatches(results) if greedy else (None, None)
     fw = [r.get("forwards") for r in results]
+    ratios = speedup_ratios(results, baseline) if baseline else []
     return {
         "tau": tau(results),
         "tokens_per_s": mean_tokens_per_s(results),
         "speedup": speedup(results, baseline) if baseline else None,
         "speedup_ratio_of_means": speedup_ratio_of_means(results, baseline) if baseline else None,
+        "speedup_ci95": mean_interval(ratios),
+        "speedup_min": min(ratios) if ratios else None,
+        "speedup_max": max(ratios) if ratios else None,
+        "busy_runs": sum(1 for r in results if (r.get("other_cores") or 0) > BUSY_CORES),
         "mismatches": mism,
         "tie_divergences": ties,
         "n_prompts": len(results),
@@ -332,7 +366,8 @@ def device_string(target, threads: int | None = None) -> str:
     except OSError:
         pass
     n = threads if threads is not None else torch.get_num_threads()
-    packed = ", pre-packed oneDNN linear weights" if getattr(target, "packed_linears", 0) else ""
+    from .cpu_kernels import describe
+    packed = f", {describe(target.kernel_plan)}" if getattr(target, "packed_linears", 0) else ""
     return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}{packed}"
 
 
@@ -494,11 +529,15 @@ def _max_nodes(methods, base_cfg) -> int:
 def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | None = None, *,
               base_cfg=None, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
               seed: int = 0, prompt_lookup: int = 10, warmup: bool = True, progress: bool = True,
-              tie_eps: float = TIE_EPS, device: str | None = None, config: dict | None = None) -> dict:
+              tie_eps: float = TIE_EPS, device: str | None = None, config: dict | None = None,
+              load_before: float | None = None, warn=None) -> dict:
     """Run every method on every prompt; returns the report ({"device", "config", "methods", "per_prompt"}).
 
     target: a loaded Target; heads: {"shifted": EagleHead, "unshifted": EagleHead} (only those the methods
     need); prompts: [{"id", "prompt", "category"}]; base_cfg: a DecodeConfig carrying the tree settings.
+    Every timed run also records `other_cores`, the other work that ran beside it (machine_load.py), and the
+    report's "load" says whether the run was quiet; load_before: the check the caller made before starting;
+    warn(text) is called as soon as a run turns out busy (once).
     """
     from tqdm import tqdm
     from .engine import default_config
@@ -540,15 +579,23 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
                        prompt_lookup)
 
     per_prompt = {m: [] for m in methods}
+    warned = False
     bar = tqdm(total=len(rendered) * len(methods), desc="bench", unit="run", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
     try:
         for i, (p, ids) in enumerate(rendered):
             for m in rotated(methods, i):
                 bar.set_postfix_str(m, refresh=False)
+                s0 = machine_load.sample()
                 r = run_method(m, target, heads, base_cfg, ids, max_new_tokens, temperature, top_p, seed,
                                prompt_lookup)
-                r.update(prompt=i, id=p["id"], category=p["category"], order=rotated(methods, i).index(m))
+                other = machine_load.other_cores(s0, machine_load.sample())
+                r.update(prompt=i, id=p["id"], category=p["category"], order=rotated(methods, i).index(m),
+                         other_cores=other)
+                if warn is not None and other is not None and other > BUSY_CORES and not warned:
+                    warned = True
+                    warn(f"other work took {other:.2f} cores during a timed run ({m}, prompt {p['id']}); "
+                         "this run's timings are not evidence")
                 per_prompt[m].append(r)
                 bar.update(1)
     finally:
@@ -580,15 +627,28 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
                n_prompts=len(rendered), skipped_prompts=skipped, target=target.name, dtype=str(target.dtype),
                tau_definition=TAU_NOTE)
     cfg.setdefault("heads", {k: getattr(h, "path", None) for k, h in heads.items() if h is not None})
-    lean = {m: [{k: r[k] for k in ("id", "category", "new_tokens", "seconds", "forwards", "order")}
+    runs = [r.get("other_cores") for rs in per_prompt.values() for r in rs]
+    load = machine_load.summarize(load_before, runs)
+    lean = {m: [{k: r[k] for k in ("id", "category", "new_tokens", "seconds", "forwards", "order", "other_cores")}
                 | {"tokens_per_s": tokens_per_second(r), "diverged_at": r.get("diverged_at"),
                    "tie": r.get("tie")} for r in rs] for m, rs in per_prompt.items()}
-    return {"device": device or device_string(target), "config": cfg, "methods": summary, "per_prompt": lean}
+    return {"device": device or device_string(target), "config": cfg, "load": load, "methods": summary,
+            "per_prompt": lean}
 
 
 # ============================================================================ output
 def _f(x, fmt="{:.2f}", none="-"):
     return none if x is None else fmt.format(x)
+
+
+def load_line(load: dict) -> str:
+    """What the load check saw, in one line."""
+    f = lambda x: "?" if x is None else f"{x:.2f}"   # noqa: E731
+    verdict = "quiet" if load.get("quiet") else "BUSY"
+    return (f"machine load: {verdict}: other work {f(load.get('other_cores_before'))} cores before the run, "
+            f"{f(load.get('other_cores_mean'))} mean / {f(load.get('other_cores_max'))} max during timed runs "
+            f"({load.get('busy_stretches', 0)} of {load.get('stretches', 0)} runs busy; {load.get('cores')} cores, "
+            f"{load.get('method')})")
 
 
 def format_table(report: dict) -> str:
@@ -603,18 +663,28 @@ def format_table(report: dict) -> str:
     t = cfg.get("tree", {})
     lines.append(f"tree: static preset {t.get('static_preset')}, chain/dynamic depth {t.get('depth')}, "
                  f"dynamic top_k {t.get('top_k')} / total_tokens {t.get('total_tokens')}")
-    head = f"{'method':<24} {'tau*':>6} {'tok/s':>8} {'speedup':>8}"
+    load = report.get("load")
+    if load:
+        lines.append(load_line(load))
+        w = machine_load.warning(load)
+        if w:
+            lines += ["", "!" * 100, w, "!" * 100]
+    head = f"{'method':<24} {'tau*':>6} {'tok/s':>8} {'speedup':>8} {'95% CI':>13}"
     if greedy:
         head += f" {'mismatch':>8} {'ties':>5}"
     head += f" {'n':>4}"
     lines += ["", head, "-" * len(head)]
     for m, s in ms.items():
-        row = f"{m:<24} {_f(s['tau']):>6} {_f(s['tokens_per_s'], '{:.1f}'):>8} {_f(s['speedup'], '{:.2f}x'):>8}"
+        ci = s.get("speedup_ci95")
+        ci_s = f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci and m != BASELINE else "-"
+        row = (f"{m:<24} {_f(s['tau']):>6} {_f(s['tokens_per_s'], '{:.1f}'):>8} {_f(s['speedup'], '{:.2f}x'):>8}"
+               f" {ci_s:>13}")
         if greedy:
             row += f" {_f(s['mismatches'], '{}'):>8} {_f(s['tie_divergences'], '{}'):>5}"
         row += f" {s['n_prompts']:>4}"
         lines.append(row)
-    lines.append(f"* {TAU_NOTE}; speedup = mean per-prompt tokens/s ratio over {BASELINE}"
+    lines.append(f"* {TAU_NOTE}; speedup = mean per-prompt tokens/s ratio over {BASELINE} (95% CI: bootstrap "
+                 "interval of that mean over the prompts)"
                  + ("; mismatches = prompts whose tokens differ from "
                     f"{cfg.get('mismatch_reference')} (ties = divergences at a top-2 near-tie)" if greedy else ""))
     acc = [(m, s["accept_rate_by_depth"]) for m, s in ms.items() if s.get("accept_rate_by_depth")]
@@ -641,6 +711,8 @@ def format_table(report: dict) -> str:
                 f"{_f(s['by_category'].get(c, {}).get('speedup'), '{:.2f}x'):>{w}}" for c in cats))
     if cfg.get("skipped_prompts"):
         lines.append(f"\nskipped (too long for the context): {len(cfg['skipped_prompts'])} prompts")
+    if load and machine_load.warning(load):
+        lines += ["", machine_load.warning(load)]
     return "\n".join(lines)
 
 
@@ -664,17 +736,24 @@ def write_plot(report: dict, path: str):
         ax1.annotate(f"τ={t:.2f}" if t is not None else "τ=n/a", (i, tps[i]), ha="center", va="bottom",
                      fontsize=8, xytext=(0, 2), textcoords="offset points")
     ax2.bar(x, spd, color=colors)
+    cis = [ms[m].get("speedup_ci95") if m != BASELINE else None for m in names]
+    for i, ci in enumerate(cis):
+        if ci:
+            ax2.errorbar(i, spd[i], yerr=[[spd[i] - ci[0]], [ci[1] - spd[i]]], color="black", capsize=3, lw=1)
     ax2.axhline(1.0, color="black", lw=0.8, ls="--")
-    ax2.set_ylabel(f"speedup over {BASELINE} (mean per-prompt ratio)")
+    ax2.set_ylabel(f"speedup over {BASELINE} (mean per-prompt ratio, 95% CI)")
     ax2.set_title("speedup")
     for i in range(len(names)):
-        ax2.annotate(f"{spd[i]:.2f}x", (i, spd[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 2),
+        top = cis[i][1] if cis[i] else spd[i]
+        ax2.annotate(f"{spd[i]:.2f}x", (i, top), ha="center", va="bottom", fontsize=8, xytext=(0, 2),
                      textcoords="offset points")
     for ax in (ax1, ax2):
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
     cfg = report["config"]
     warn = "  ·  RANDOM (untrained) heads" if "random" in str(cfg.get("heads")) else ""
+    if report.get("load") and not report["load"].get("quiet", True):
+        warn += "  ·  BUSY MACHINE: not evidence"
     fig.suptitle(f"EAGLE Lens bench: {report['device']}{warn}\n{cfg.get('date')}  ·  {cfg.get('n_prompts')} prompts  ·  "
                  f"max_new_tokens {cfg.get('max_new_tokens')}  ·  T={cfg.get('temperature')}  ·  "
                  f"τ = new tokens per target forward", fontsize=9)
@@ -709,6 +788,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--target", default=None, help="local folder or hub id (default: the embedded SmolLM2-135M)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--dtype", default=None)
+    ap.add_argument("--allow-busy", action="store_true",
+                    help="run even when other work competes for the cores (the report is marked BUSY)")
+    ap.add_argument("--wait-quiet", type=float, default=60.0, metavar="SECONDS",
+                    help="before refusing a busy machine, wait this long for it to become quiet (default 60)")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
@@ -716,9 +799,20 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def fail(msg: str) -> int:
+def fail(msg: str, code: int = 2) -> int:
     print(f"error: {msg}", file=sys.stderr)
-    return 2
+    return code
+
+
+def wait_for_quiet(wait_s: float, probe_s: float = 2.0) -> float | None:
+    """Other work (in cores) on the machine, re-checked every probe_s for up to wait_s until it is below
+    BUSY_CORES; returns the last reading (None where it cannot be measured)."""
+    deadline = time.monotonic() + max(0.0, wait_s)
+    while True:
+        other = machine_load.measure_idle(probe_s)
+        if other is None or other <= BUSY_CORES or time.monotonic() >= deadline:
+            return other
+        print(f"waiting for a quiet machine: other work holds {other:.2f} cores ...", file=sys.stderr)
 
 
 def _load_heads(args, methods, target) -> tuple[dict, str | None]:
@@ -759,6 +853,8 @@ def main(argv=None) -> int:
             raise BenchError(f"--temperature must be >= 0 (got {args.temperature})")
         if args.threads is not None and args.threads < 1:
             raise BenchError(f"--threads must be >= 1 (got {args.threads})")
+        if not (args.wait_quiet >= 0):
+            raise BenchError(f"--wait-quiet must be >= 0 (got {args.wait_quiet})")
         if args.prompt_lookup_tokens < 1:
             raise BenchError("--prompt-lookup-tokens must be >= 1")
         for out in (args.json, args.plot):
@@ -770,6 +866,16 @@ def main(argv=None) -> int:
         prompts = load_prompts(args.prompts, args.limit)
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
+
+    # a busy machine is refused before anything is loaded (loading takes the cores for seconds itself)
+    before = wait_for_quiet(args.wait_quiet)
+    if before is not None and before > BUSY_CORES:
+        msg = (f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy "
+               f"(waited {args.wait_quiet:.0f} s for it to stop). Timings taken beside it are not evidence")
+        if not args.allow_busy:
+            return fail(msg + "; stop the other work, or pass --allow-busy to run anyway (the report is "
+                        "then marked BUSY)", code=3)
+        print(f"WARNING: {msg}; running anyway (--allow-busy), the report is marked BUSY", file=sys.stderr)
 
     import torch
     if args.threads is not None:
@@ -799,7 +905,8 @@ def main(argv=None) -> int:
         report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
                            temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                            prompt_lookup=args.prompt_lookup_tokens, warmup=not args.no_warmup,
-                           progress=not args.no_progress, device=device_string(target), config=config)
+                           progress=not args.no_progress, device=device_string(target), config=config,
+                           load_before=before, warn=lambda t: print(f"\nWARNING: {t}", file=sys.stderr))
     except (BenchError, TargetLoadError, HeadLoadError, ValueError) as exc:
         return fail(str(exc))
     print(format_table(report))

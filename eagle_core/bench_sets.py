@@ -1,0 +1,182 @@
+"""The benchmark on every shared prompt set, with one command, one process and one set of defaults.
+
+    python -m eagle_core.bench_sets --limit 20 [--sets mt_bench,humaneval,gsm8k,alpaca] [--data ../shared/data] \
+        [--methods hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup] [--out assets/bench]
+
+For each set it runs eagle_core.bench.run_bench (same target, heads, tree and kernels for all: nothing is tuned per
+set) and writes OUT/<set>_t0_cpu.json; then a combined table (one row per set: tau, tokens/s, speedup with its
+95% interval, prompt lookup) to stdout and OUT/sets_t0_cpu.md, and one chart of every set, OUT/sets_t0_cpu.png.
+The machine is checked before the run and during every timed run, as the benchmark does.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shlex
+import sys
+
+from . import bench, machine_load
+
+SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
+DEFAULT_METHODS = "hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup"
+DATA = os.path.join("..", "shared", "data")
+
+
+def set_row(name: str, report: dict, eagle: str) -> dict:
+    """One row of the combined table from a set's report: the EAGLE method's figures and prompt lookup's."""
+    ms = report["methods"]
+    e, pl = ms.get(eagle, {}), ms.get("hf-prompt-lookup", {})
+    return {"set": name, "n": e.get("n_prompts"), "method": eagle, "tau": e.get("tau"),
+            "tokens_per_s": e.get("tokens_per_s"), "baseline_tokens_per_s": ms.get(bench.BASELINE, {}).get("tokens_per_s"),
+            "speedup": e.get("speedup"), "speedup_ci95": e.get("speedup_ci95"),
+            "prompt_lookup_speedup": pl.get("speedup"), "prompt_lookup_tau": pl.get("tau"),
+            "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet")}
+
+
+def best_eagle(report: dict) -> str | None:
+    """The EAGLE method with the highest mean speedup in a report."""
+    cands = [(s["speedup"], m) for m, s in report["methods"].items()
+             if m.partition(":")[0] in bench.EAGLE_DRAFTS and s.get("speedup") is not None]
+    return max(cands)[1] if cands else None
+
+
+def format_rows(rows: list[dict]) -> str:
+    f = lambda x, fmt="{:.2f}": "-" if x is None else fmt.format(x)   # noqa: E731
+    head = ("| prompt set | n | EAGLE method | tau | tok/s (hf-greedy) | speedup | 95% CI | prompt lookup | "
+            "mismatches | machine |")
+    lines = [head, "| " + " | ".join("---" for _ in head.strip("|").split("|")) + " |"]
+    for r in rows:
+        ci = r["speedup_ci95"]
+        lines.append(f"| {r['set']} | {r['n']} | {r['method']} | {f(r['tau'])} | {f(r['tokens_per_s'], '{:.1f}')} "
+                     f"({f(r['baseline_tokens_per_s'], '{:.1f}')}) | {f(r['speedup'], '{:.2f}x')} | "
+                     + (f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-")
+                     + f" | {f(r['prompt_lookup_speedup'], '{:.2f}x')} (tau {f(r['prompt_lookup_tau'])}) | "
+                     f"{f(r['mismatches'], '{}')} | {'quiet' if r['quiet'] else 'BUSY'} |")
+    return "\n".join(lines)
+
+
+def write_sets_plot(reports: dict[str, dict], path: str):
+    """Speedup over hf-greedy per prompt set, one bar per method, with 95% intervals."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(reports)
+    methods = [m for m in next(iter(reports.values()))["methods"] if m != bench.BASELINE]
+    colors = {"hf-prompt-lookup": "#999999", "vanilla": "#cccccc"}
+    palette = ["#0072B2", "#56B4E9", "#009E73", "#E69F00", "#CC79A7"]
+    hatch = {"hf-prompt-lookup": "//"}
+    fig, ax = plt.subplots(figsize=(max(8, 2.3 * len(names) + 2), 5))
+    w = 0.8 / max(1, len(methods))
+    for j, m in enumerate(methods):
+        xs, ys, lo, hi = [], [], [], []
+        for i, n in enumerate(names):
+            s = reports[n]["methods"].get(m, {})
+            if s.get("speedup") is None:
+                continue
+            ci = s.get("speedup_ci95") or [s["speedup"], s["speedup"]]
+            xs.append(i + (j - (len(methods) - 1) / 2) * w)
+            ys.append(s["speedup"])
+            lo.append(s["speedup"] - ci[0])
+            hi.append(ci[1] - s["speedup"])
+        c = colors.get(m, palette[j % len(palette)])
+        ax.bar(xs, ys, w, color=c, hatch=hatch.get(m), edgecolor="black", lw=0.5, label=m,
+               yerr=[lo, hi], capsize=3, error_kw={"lw": 1})
+        for x, y, h in zip(xs, ys, hi):
+            ax.annotate(f"{y:.2f}x", (x, y + h), ha="center", va="bottom", fontsize=7, xytext=(0, 1),
+                        textcoords="offset points")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([f"{n}\n(n={reports[n]['config']['n_prompts']})" for n in names])
+    ax.set_ylabel(f"speedup over {bench.BASELINE} (mean per-prompt ratio, 95% CI)")
+    ax.legend(fontsize=8, loc="upper left", ncol=len(methods))
+    busy = [n for n, r in reports.items() if not r.get("load", {}).get("quiet", True)]
+    first = next(iter(reports.values()))
+    fig.suptitle(f"EAGLE Lens bench on every prompt set: {first['device']}\n{first['config'].get('date')}  ·  "
+                 f"max_new_tokens {first['config'].get('max_new_tokens')}  ·  T={first['config'].get('temperature')}"
+                 + (f"  ·  BUSY MACHINE during {', '.join(busy)}: not evidence" if busy else ""), fontsize=9)
+    ax.set_ylim(0, max(2.0, ax.get_ylim()[1]))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench_sets", description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--data", default=DATA, help="folder of the <set>_question.jsonl files")
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--methods", default=DEFAULT_METHODS)
+    ap.add_argument("--out", default=os.path.join("assets", "bench"))
+    ap.add_argument("--allow-busy", action="store_true")
+    ap.add_argument("--wait-quiet", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    argv_s = sys.argv[1:] if argv is None else argv
+    try:
+        methods = bench.parse_methods(args.methods)
+        if bench.BASELINE not in methods:
+            raise bench.BenchError(f"the methods must include the baseline {bench.BASELINE}")
+        sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+        prompts = {s: bench.load_prompts(os.path.join(args.data, f"{s}_question.jsonl"), args.limit) for s in sets}
+        if not os.path.isdir(args.out):
+            raise bench.BenchError(f"output folder {args.out!r} does not exist")
+    except (bench.BenchError, ValueError, OSError) as exc:
+        return bench.fail(str(exc))
+    before = bench.wait_for_quiet(args.wait_quiet)
+    if before is not None and before > bench.BUSY_CORES:
+        msg = f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy"
+        if not args.allow_busy:
+            return bench.fail(msg + "; stop it, or pass --allow-busy (the reports are then marked BUSY)", code=3)
+        print(f"WARNING: {msg}; running anyway (--allow-busy)", file=sys.stderr)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    from .engine import default_config
+    from .head import resolve_head
+    from .target import load_target
+    target = load_target()
+    base = default_config(target.device.type)
+    need = {bench.method_head_shift(m) for m in methods} - {None}
+    heads = {s: resolve_head(s, target) for s in need}
+    device = bench.device_string(target)
+    reports, rows = {}, []
+    for s in sets:
+        print(f"[{s}] {len(prompts[s])} prompts ...", file=sys.stderr, flush=True)
+        config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "command": "python -m eagle_core.bench_sets " + shlex.join(argv_s),
+                  "prompts": os.path.join(args.data, f"{s}_question.jsonl"), "limit": args.limit,
+                  "heads": {k: h.path for k, h in heads.items()}, "kernel_plan": target.kernel_plan,
+                  "tree_fitted_on": _tree_fitted_on(base.tree)}
+        rep = bench.run_bench(target, prompts[s], methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
+                              progress=False, device=device, config=config, load_before=before,
+                              warn=lambda t: print(f"WARNING: {t}", file=sys.stderr))
+        before = machine_load.measure_idle(1.0)   # the next set's own check before it starts
+        reports[s] = rep
+        print(bench.format_table(rep), file=sys.stderr)
+        with open(os.path.join(args.out, f"{s}_t0_cpu.json"), "w") as f:
+            json.dump(rep, f, indent=1)
+        rows.append(set_row(s, rep, best_eagle(rep) or "eagle-static"))
+    table = format_rows(rows)
+    print(table)
+    with open(os.path.join(args.out, "sets_t0_cpu.md"), "w") as f:
+        f.write(f"<!-- python -m eagle_core.bench_sets {shlex.join(argv_s)} ; {device} -->\n{table}\n")
+    write_sets_plot(reports, os.path.join(args.out, "sets_t0_cpu.png"))
+    print(f"wrote {args.out}/<set>_t0_cpu.json, sets_t0_cpu.md, sets_t0_cpu.png", file=sys.stderr)
+    return 0
+
+
+def _tree_fitted_on(tree: str) -> str | None:
+    from .tree_fit import TREES_DIR
+    try:
+        with open(os.path.join(TREES_DIR, f"{tree}.json")) as f:
+            return json.load(f)["fitted_on"]["prompts"]
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
