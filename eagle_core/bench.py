@@ -641,6 +641,14 @@ def _f(x, fmt="{:.2f}", none="-"):
     return none if x is None else fmt.format(x)
 
 
+def cycle_cost(summary: dict, baseline: dict | None) -> float | None:
+    """Wall seconds per target forward of a method, in baseline steps (seconds per forward of the baseline):
+    what one draft + verify cycle costs in plain decoding steps. speedup ~ tau / cycle_cost."""
+    if not baseline or not summary.get("target_forwards") or not baseline.get("target_forwards"):
+        return None
+    return (summary["seconds"] / summary["target_forwards"]) / (baseline["seconds"] / baseline["target_forwards"])
+
+
 def load_line(load: dict) -> str:
     """What the load check saw, in one line."""
     f = lambda x: "?" if x is None else f"{x:.2f}"   # noqa: E731
@@ -699,8 +707,10 @@ def format_table(report: dict) -> str:
                       "other in-cycle / outside cycles)"]
         for m, t in split:
             tot = sum(t.values()) or 1.0
+            cc = cycle_cost(ms[m], ms.get(BASELINE))
             lines.append(f"  {m:<24} " + " / ".join(f"{100 * t[k] / tot:4.0f}%" for k in
-                                                    ("draft_s", "verify_s", "other_s", "outside_s")))
+                                                    ("draft_s", "verify_s", "other_s", "outside_s"))
+                         + (f"   a cycle costs {cc:.2f} {BASELINE} steps" if cc is not None else ""))
     cats = sorted({c for s in ms.values() for c in s["by_category"]})
     if len(cats) > 1:
         lines += ["", "speedup by category"]

@@ -4,7 +4,7 @@
         [--methods hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup] [--out assets/bench]
 
 For each set it runs eagle_core.bench.run_bench (same target, heads, tree and kernels for all: nothing is tuned per
-set) and writes OUT/<set>_t0_cpu.json; then a combined table (one row per set: tau, tokens/s, speedup with its
+set) and writes OUT/sets_<set>_t0_cpu.json; then a combined table (one row per set: tau, tokens/s, speedup with its
 95% interval, prompt lookup) to stdout and OUT/sets_t0_cpu.md, and one chart of every set, OUT/sets_t0_cpu.png.
 The machine is checked before the run and during every timed run, as the benchmark does.
 """
@@ -32,7 +32,8 @@ def set_row(name: str, report: dict, eagle: str) -> dict:
             "tokens_per_s": e.get("tokens_per_s"), "baseline_tokens_per_s": ms.get(bench.BASELINE, {}).get("tokens_per_s"),
             "speedup": e.get("speedup"), "speedup_ci95": e.get("speedup_ci95"),
             "prompt_lookup_speedup": pl.get("speedup"), "prompt_lookup_tau": pl.get("tau"),
-            "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet")}
+            "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet"),
+            "cycle_cost": bench.cycle_cost(e, ms.get(bench.BASELINE)) if e else None}
 
 
 def best_eagle(report: dict) -> str | None:
@@ -44,12 +45,13 @@ def best_eagle(report: dict) -> str | None:
 
 def format_rows(rows: list[dict]) -> str:
     f = lambda x, fmt="{:.2f}": "-" if x is None else fmt.format(x)   # noqa: E731
-    head = ("| prompt set | n | EAGLE method | tau | tok/s (hf-greedy) | speedup | 95% CI | prompt lookup | "
-            "mismatches | machine |")
+    head = ("| prompt set | n | EAGLE method | tau | cycle cost | tok/s (hf-greedy) | speedup | 95% CI | "
+            "prompt lookup | mismatches | machine |")
     lines = [head, "| " + " | ".join("---" for _ in head.strip("|").split("|")) + " |"]
     for r in rows:
         ci = r["speedup_ci95"]
-        lines.append(f"| {r['set']} | {r['n']} | {r['method']} | {f(r['tau'])} | {f(r['tokens_per_s'], '{:.1f}')} "
+        lines.append(f"| {r['set']} | {r['n']} | {r['method']} | {f(r['tau'])} | {f(r.get('cycle_cost'))} | "
+                     f"{f(r['tokens_per_s'], '{:.1f}')} "
                      f"({f(r['baseline_tokens_per_s'], '{:.1f}')}) | {f(r['speedup'], '{:.2f}x')} | "
                      + (f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-")
                      + f" | {f(r['prompt_lookup_speedup'], '{:.2f}x')} (tau {f(r['prompt_lookup_tau'])}) | "
@@ -93,7 +95,9 @@ def write_sets_plot(reports: dict[str, dict], path: str):
     ax.legend(fontsize=8, loc="upper left", ncol=len(methods))
     busy = [n for n, r in reports.items() if not r.get("load", {}).get("quiet", True)]
     first = next(iter(reports.values()))
-    fig.suptitle(f"EAGLE Lens bench on every prompt set: {first['device']}\n{first['config'].get('date')}  ·  "
+    dev, _, kernels = first["device"].partition(", linear kernels")
+    dev += ("\nlinear kernels" + kernels) if kernels else ""
+    fig.suptitle(f"EAGLE Lens bench on every prompt set: {dev}\n{first['config'].get('date')}  ·  "
                  f"max_new_tokens {first['config'].get('max_new_tokens')}  ·  T={first['config'].get('temperature')}"
                  + (f"  ·  BUSY MACHINE during {', '.join(busy)}: not evidence" if busy else ""), fontsize=9)
     ax.set_ylim(0, max(2.0, ax.get_ylim()[1]))
@@ -112,6 +116,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("assets", "bench"))
     ap.add_argument("--allow-busy", action="store_true")
     ap.add_argument("--wait-quiet", type=float, default=60.0)
+    ap.add_argument("--from-json", action="store_true",
+                    help="run nothing: rebuild the table and the chart from OUT/sets_<set>_t0_cpu.json")
     args = ap.parse_args(argv)
     argv_s = sys.argv[1:] if argv is None else argv
     try:
@@ -124,6 +130,16 @@ def main(argv=None) -> int:
             raise bench.BenchError(f"output folder {args.out!r} does not exist")
     except (bench.BenchError, ValueError, OSError) as exc:
         return bench.fail(str(exc))
+    if args.from_json:
+        try:
+            reports = {}
+            for s in sets:
+                with open(os.path.join(args.out, f"sets_{s}_t0_cpu.json")) as f:
+                    reports[s] = json.load(f)
+        except (OSError, ValueError) as exc:
+            return bench.fail(f"cannot read a report: {exc}")
+        return _write_summary(reports, args.out, reports[sets[0]]["config"].get("command", ""),
+                              reports[sets[0]]["device"])
     before = bench.wait_for_quiet(args.wait_quiet)
     if before is not None and before > bench.BUSY_CORES:
         msg = f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy"
@@ -140,7 +156,7 @@ def main(argv=None) -> int:
     need = {bench.method_head_shift(m) for m in methods} - {None}
     heads = {s: resolve_head(s, target) for s in need}
     device = bench.device_string(target)
-    reports, rows = {}, []
+    reports = {}
     for s in sets:
         print(f"[{s}] {len(prompts[s])} prompts ...", file=sys.stderr, flush=True)
         config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -154,15 +170,24 @@ def main(argv=None) -> int:
         before = machine_load.measure_idle(1.0)   # the next set's own check before it starts
         reports[s] = rep
         print(bench.format_table(rep), file=sys.stderr)
-        with open(os.path.join(args.out, f"{s}_t0_cpu.json"), "w") as f:
+        with open(os.path.join(args.out, f"sets_{s}_t0_cpu.json"), "w") as f:
             json.dump(rep, f, indent=1)
-        rows.append(set_row(s, rep, best_eagle(rep) or "eagle-static"))
+    return _write_summary(reports, args.out, "python -m eagle_core.bench_sets " + shlex.join(argv_s), device)
+
+
+def _write_summary(reports: dict, out: str, command: str, device: str) -> int:
+    """The combined table (stdout and OUT/sets_t0_cpu.md) and chart (OUT/sets_t0_cpu.png) of the sets' reports."""
+    rows = [set_row(s, rep, best_eagle(rep) or "eagle-static") for s, rep in reports.items()]
     table = format_rows(rows)
     print(table)
-    with open(os.path.join(args.out, "sets_t0_cpu.md"), "w") as f:
-        f.write(f"<!-- python -m eagle_core.bench_sets {shlex.join(argv_s)} ; {device} -->\n{table}\n")
-    write_sets_plot(reports, os.path.join(args.out, "sets_t0_cpu.png"))
-    print(f"wrote {args.out}/<set>_t0_cpu.json, sets_t0_cpu.md, sets_t0_cpu.png", file=sys.stderr)
+    for s, rep in reports.items():
+        w = machine_load.warning(rep.get("load") or {})
+        if w:
+            print(f"{s}: {w}")
+    with open(os.path.join(out, "sets_t0_cpu.md"), "w") as f:
+        f.write(f"<!-- {command} ; {device} -->\n{table}\n")
+    write_sets_plot(reports, os.path.join(out, "sets_t0_cpu.png"))
+    print(f"wrote {out}/sets_<set>_t0_cpu.json, sets_t0_cpu.md, sets_t0_cpu.png", file=sys.stderr)
     return 0
 
 
