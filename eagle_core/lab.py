@@ -1,0 +1,282 @@
+"""Paper lab: the EAGLE and EAGLE-2 findings measured on cycle records (pure functions) and a CLI that runs them.
+
+    python -m eagle_core.lab --prompts ../shared/data/mt_bench_question.jsonl --limit 10 --json assets/lab.json
+
+Every function below reads plain CycleRecords (records.py), or their dicts, so the same code serves the CLI, the
+app's own session cycles and the tests' synthetic records:
+
+  position_acceptance   EAGLE-2 observation 1: acceptance depends on the position in the tree. For every
+                        static-tree position (the rank path of a node: (sibling rank at depth 1, at depth 2, ...)),
+                        how often it was reached (its parent accepted) and accepted; per prompt too, which shows
+                        the second half of the observation: the same position's rate moves with the context.
+  calibration           EAGLE-2 observation 2: the draft's confidence approximates acceptance. Bins of the
+                        draft probability q of every reached node against the measured acceptance rate; or of
+                        the path's cumulative draft probability against whether the whole path was accepted.
+  accept_length_histogram  how many drafted tokens each cycle accepted (0..D): the per-position histogram
+                        serving-engine users ask for, with alpha_k per depth beside it.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+
+def _get(obj, name, default=None):
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+
+
+def node_positions(nodes) -> dict[int, tuple[int, ...]]:
+    """{node index: rank path} for a cycle's tree: siblings ranked by draft probability q (0 = most likely),
+    the order in which a static tree's drafter takes them."""
+    kids = defaultdict(list)
+    for n in nodes:
+        if _get(n, "parent", -1) >= 0:
+            kids[_get(n, "parent")].append(n)
+    out = {0: ()}
+    order = sorted(nodes, key=lambda n: (_get(n, "depth"), _get(n, "index")))
+    for n in order:
+        par = _get(n, "parent", -1)
+        if par < 0:
+            continue
+        sibs = sorted(kids[par], key=lambda s: (-_get(s, "q"), _get(s, "index")))
+        out[_get(n, "index")] = out.get(par, ()) + (sibs.index(n),)
+    return out
+
+
+def _reached(nodes, accepted: set[int]) -> list:
+    """Drafted nodes whose parent is the root or accepted: the ones the verifier could have kept."""
+    return [n for n in nodes if _get(n, "parent", -1) >= 0
+            and (_get(n, "parent") == 0 or _get(n, "parent") in accepted)]
+
+
+def drafting_cycles(records) -> list:
+    """Records of cycles that drafted something (not the prefill, not empty trees)."""
+    return [r for r in records if _get(r, "cycle", 0) > 0 and len(_get(r, "nodes", [])) > 1]
+
+
+def position_acceptance(records, prompt_of=None) -> dict:
+    """{"positions": [rank paths, by depth then ranks], "overall": {path: [reached, accepted]},
+    "by_prompt": {prompt: {path: [reached, accepted]}}}. prompt_of(i) names the prompt of the i-th record
+    (default: all one prompt)."""
+    overall: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    by_prompt: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for i, r in enumerate(records):
+        if _get(r, "cycle", 0) <= 0 or len(_get(r, "nodes", [])) <= 1:
+            continue
+        nodes = _get(r, "nodes")
+        acc = set(_get(r, "accepted_path", []))
+        pos = node_positions(nodes)
+        key = prompt_of(i) if prompt_of else "all"
+        for n in _reached(nodes, acc):
+            p = pos[_get(n, "index")]
+            hit = int(_get(n, "index") in acc)
+            for table in (overall, by_prompt[key]):
+                table[p][0] += 1
+                table[p][1] += hit
+    positions = sorted(overall, key=lambda p: (len(p), p))
+    return {"positions": [list(p) for p in positions],
+            "overall": {_label(p): overall[p] for p in positions},
+            "by_prompt": {k: {_label(p): v[p] for p in positions if p in v} for k, v in by_prompt.items()}}
+
+
+def _label(path) -> str:
+    """A position's name: its rank path, 1-based as the papers draw it ("1", "1-2", ...)."""
+    return "-".join(str(r + 1) for r in path)
+
+
+def rate(reached_accepted) -> float | None:
+    r, a = reached_accepted
+    return a / r if r else None
+
+
+def calibration(records, bins: int = 10, kind: str = "q") -> list[dict]:
+    """Reliability curve. kind "q": every reached drafted node, x = its draft probability q, y = accepted.
+    kind "path": every drafted node, x = the cumulative draft probability of its path (exp of its score),
+    y = the whole path to it was accepted. Returns equal-width bins over [0, 1] with {"lo", "hi", "n",
+    "mean_confidence", "acceptance"} (None for empty bins)."""
+    if kind not in ("q", "path"):
+        raise ValueError("kind must be 'q' or 'path'")
+    sums = [[0, 0.0, 0] for _ in range(bins)]   # n, sum of x, accepted
+    for r in drafting_cycles(records):
+        nodes = _get(r, "nodes")
+        acc = set(_get(r, "accepted_path", []))
+        pool = _reached(nodes, acc) if kind == "q" else [n for n in nodes if _get(n, "parent", -1) >= 0]
+        for n in pool:
+            x = _get(n, "q") if kind == "q" else math.exp(_get(n, "score"))
+            if x is None or not math.isfinite(x):
+                continue
+            x = min(max(x, 0.0), 1.0)
+            b = min(bins - 1, int(x * bins))
+            sums[b][0] += 1
+            sums[b][1] += x
+            sums[b][2] += int(_get(n, "index") in acc)
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "n": n,
+             "mean_confidence": sx / n if n else None, "acceptance": a / n if n else None}
+            for i, (n, sx, a) in enumerate(sums)]
+
+
+def calibration_error(curve: list[dict]) -> float | None:
+    """Expected calibration error: the count-weighted mean |confidence - acceptance| over the bins."""
+    total = sum(b["n"] for b in curve)
+    if not total:
+        return None
+    return sum(b["n"] * abs(b["mean_confidence"] - b["acceptance"]) for b in curve if b["n"]) / total
+
+
+def accept_length_histogram(records) -> dict:
+    """{"counts": [cycles that accepted 0, 1, ..., D drafted tokens], "alpha": [alpha_k per depth],
+    "cycles": n}: alpha_k = of the cycles whose first k drafts were accepted and whose tree had a depth k+1,
+    the share that accepted depth k+1 too."""
+    counts: list[int] = []
+    reached: list[int] = []
+    accepted: list[int] = []
+    n = 0
+    for r in drafting_cycles(records):
+        L = _get(r, "accept_length", len(_get(r, "accepted_path", [])))
+        depth = max(_get(x, "depth", 0) for x in _get(r, "nodes"))
+        n += 1
+        while len(counts) <= max(L, depth):
+            counts.append(0)
+        counts[L] += 1
+        for k in range(depth):
+            while len(reached) <= k:
+                reached.append(0)
+                accepted.append(0)
+            if L >= k:
+                reached[k] += 1
+                accepted[k] += int(L >= k + 1)
+    return {"counts": counts, "alpha": [a / r if r else None for r, a in zip(reached, accepted)], "cycles": n}
+
+
+def tau_of(records) -> float | None:
+    """New tokens per target forward of a finished generation's records (prefill counted)."""
+    if not records:
+        return None
+    last = records[-1]
+    f = _get(last, "target_forwards", 0)
+    return _get(last, "total_new_tokens", 0) / f if f else None
+
+
+# ============================================================================ training cards (EAGLE's data ablation)
+def card_phases(card: dict) -> list[dict]:
+    """The training phases of a head, oldest first, from its training card and the cards it embeds
+    (previous_phase): tokens seen, held-out top-1 and chain tau, and whether the phase trained on answers the
+    target wrote itself (EAGLE's "fixed data vs the target's own answers")."""
+    import json
+    out = []
+    node = card
+    while isinstance(node, dict):
+        m = node.get("final_heldout_metrics") or {}
+        text = json.dumps(node.get("data") or {}).lower()
+        out.append({"tokens_seen": node.get("tokens_seen"), "top1": m.get("top1"), "tau_chain": m.get("tau_chain"),
+                    "self_generated": any(w in text for w in ("self-distill", "self_distill", "regenerat",
+                                                              "target's own", "own answers"))})
+        node = node.get("previous_phase")
+    return out[::-1]
+
+
+# ============================================================================ running (the CLI)
+def decode_records(target, head, cfg, prompts, progress=None) -> list[tuple[str, list]]:
+    """[(prompt id, records)] of one generation per prompt with this config (lean records, no top-k lists)."""
+    from .engine import stream
+    out = []
+    for k, p in enumerate(prompts):
+        recs = list(stream(target, head, cfg, target.render_prompt(p["prompt"])))
+        out.append((p["id"], recs))
+        if progress:
+            progress(k + 1, len(prompts))
+    return out
+
+
+def run_summary(runs) -> dict:
+    """tau, seconds per cycle and per-depth acceptance of a list of (prompt id, records)."""
+    recs = [r for _, rs in runs for r in rs]
+    new = sum(rs[-1].total_new_tokens for _, rs in runs if rs)
+    fw = sum(rs[-1].target_forwards for _, rs in runs if rs)
+    cyc = drafting_cycles(recs)
+    secs = sum(r.draft_seconds + r.verify_seconds + r.other_seconds for r in cyc)
+    h = accept_length_histogram(recs)
+    return {"tau": new / fw if fw else None, "cycles": len(cyc), "ms_per_cycle": 1e3 * secs / len(cyc) if cyc else None,
+            "tokens_per_s": new / sum(r.draft_seconds + r.verify_seconds + r.other_seconds for r in recs)
+            if recs else None, "alpha": h["alpha"], "accept_length_counts": h["counts"]}
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    import os
+    import sys
+    import time
+    from dataclasses import replace
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.lab", description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--json", required=True, metavar="OUT")
+    args = ap.parse_args(argv)
+    from .bench import BenchError, load_prompts
+    try:
+        if args.limit < 1 or args.max_new_tokens < 1:
+            raise BenchError("--limit and --max-new-tokens must be >= 1")
+        prompts = load_prompts(args.prompts, args.limit)
+    except (BenchError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .engine import default_config
+    from .head import SHIPPED_HEADS, resolve_head
+    from .target import load_target
+    from .tree_fit import TREES_DIR
+    t0 = time.time()
+    target = load_target()
+    heads = {s: resolve_head(s, target) for s in ("shifted", "unshifted")}
+    base = replace(default_config(target.device.type), max_new_tokens=args.max_new_tokens, record_topk=0)
+
+    def say(what):
+        return lambda k, n: print(f"[{what}] {k}/{n}", file=sys.stderr, flush=True)
+
+    report = {"command": "python -m eagle_core.lab " + " ".join(sys.argv[1:] if argv is None else argv),
+              "date": time.strftime("%Y-%m-%d", time.gmtime()), "target": target.name,
+              "prompts": args.prompts, "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens}
+    # 1. what the head sees: shifted vs unshifted (feature-only and token-only heads are not trained yet)
+    inputs = {}
+    for shift in ("shifted", "unshifted"):
+        cfg = replace(base, draft="chain", depth=5)
+        inputs[f"feature & {shift} token"] = run_summary(decode_records(target, heads[shift], cfg, prompts,
+                                                                        say(f"inputs {shift}")))
+    report["inputs"] = inputs
+    # 2. fixed data vs the target's own answers: the shipped heads' training cards
+    report["data"] = {s: card_phases(json.load(open(os.path.join(SHIPPED_HEADS[s], "training.json"))))
+                      for s in ("shifted", "unshifted")}
+    # 3. tree vs chain at equal drafted tokens (5), and tree size vs tau vs time from the CPU tree fit
+    tvc = {}
+    for name, cfg in (("chain of 5", replace(base, draft="chain", depth=5)),
+                      ("tree of 5 (smollm2-cpu-tree)", replace(base, draft="static", tree="smollm2-cpu-tree"))):
+        tvc[name] = run_summary(decode_records(target, heads["shifted"], cfg, prompts, say(name)))
+    report["tree_vs_chain"] = tvc
+    try:
+        with open(os.path.join(TREES_DIR, "smollm2-cpu.json")) as f:
+            fit = json.load(f)
+        report["tree_sizes"] = {"fitted_on": fit.get("fitted_on"), "date": fit.get("date"),
+                                "candidates": [{k: c[k] for k in ("nodes", "depth", "tau_fit", "cycle_ms",
+                                                                  "tokens_per_s_model")} for c in fit["candidates"]]}
+    except (OSError, KeyError, ValueError):
+        report["tree_sizes"] = None
+    # 4-5. EAGLE-2's observations on EAGLE-1's 25-node tree, and the per-position histogram
+    big = decode_records(target, heads["shifted"], replace(base, draft="static", tree="mc_sim_7b_63"), prompts,
+                         say("positions"))
+    ids = [pid for pid, rs in big for _ in rs]
+    recs = [r for _, rs in big for r in rs]
+    report["positions"] = position_acceptance(recs, prompt_of=lambda i: ids[i])
+    report["calibration"] = {"q": calibration(recs, kind="q"), "path": calibration(recs, kind="path")}
+    report["calibration_error"] = {k: calibration_error(v) for k, v in report["calibration"].items()}
+    report["histogram"] = accept_length_histogram(recs)
+    report["wall_s"] = round(time.time() - t0, 1)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"wrote {args.json} ({report['wall_s']} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Paper-lab computations on synthetic records: known acceptance in, the known curves out."""
+import random
+
+import pytest
+
+from eagle_core import lab
+from eagle_core.records import ACCEPTED, NOT_REACHED, REJECTED, ROOT, CycleRecord, TreeNode
+
+# a static tree: root, two children (ranks 0, 1), a child under rank 0 (path 1-1)
+SHAPE = [(-1, 0), (0, 1), (0, 1), (1, 2)]   # (parent, depth)
+
+
+def cycle(i, q, accepted_path, score=None):
+    """One cycle of SHAPE with draft probabilities q[1..3] and the given accepted path."""
+    nodes = []
+    acc = set(accepted_path)
+    for k, (par, d) in enumerate(SHAPE):
+        if par < 0:
+            status = ROOT
+        elif k in acc:
+            status = ACCEPTED
+        elif par == 0 or par in acc:
+            status = REJECTED
+        else:
+            status = NOT_REACHED
+        nodes.append(TreeNode(index=k, token_id=k, text=str(k), parent=par, depth=d, q=1.0 if par < 0 else q[k],
+                              p=0.5, score=0.0 if (score is None or par < 0) else score[k], status=status))
+    return CycleRecord(cycle=i, prefix_len=10 + i, nodes=nodes, accepted_path=list(accepted_path),
+                       accepted_tokens=list(accepted_path), bonus_token=9, bonus_text="9", bonus_kind="bonus",
+                       residual_topk=[], new_tokens=[], accept_length=len(accepted_path), draft_seconds=0.0,
+                       verify_seconds=0.0, other_seconds=0.0, total_new_tokens=0, target_forwards=i + 1, tau=1.0)
+
+
+def test_positions_follow_draft_rank_not_index():
+    c = cycle(1, {1: 0.2, 2: 0.7, 3: 0.5}, [])      # node 2 is the more likely sibling: rank 0
+    assert lab.node_positions(c.nodes) == {0: (), 1: (1,), 2: (0,), 3: (1, 0)}
+
+
+def test_position_acceptance_counts_reached_and_accepted():
+    q = {1: 0.6, 2: 0.3, 3: 0.5}
+    recs = [cycle(1, q, [1, 3]), cycle(2, q, [1]), cycle(3, q, [2]), cycle(4, q, [])]
+    out = lab.position_acceptance(recs, prompt_of=lambda i: "a" if i < 2 else "b")
+    assert out["positions"] == [[0], [1], [0, 0]]
+    assert out["overall"] == {"1": [4, 2], "2": [4, 1], "1-1": [2, 1]}   # 1-1 is reached only when 1 was kept
+    assert out["by_prompt"]["a"] == {"1": [2, 2], "2": [2, 0], "1-1": [2, 1]}
+    assert out["by_prompt"]["b"]["1"] == [2, 0] and "1-1" not in out["by_prompt"]["b"]
+    assert lab.rate(out["overall"]["1-1"]) == 0.5 and lab.rate([0, 0]) is None
+
+
+def test_a_calibrated_draft_gives_the_diagonal():
+    """Nodes accepted with probability exactly q: every bin's acceptance is close to its mean q."""
+    rng = random.Random(0)
+    recs = []
+    for i in range(1, 4001):
+        q1, q3 = rng.random(), rng.random()
+        acc = [1] if rng.random() < q1 else []
+        if acc and rng.random() < q3:
+            acc.append(3)
+        recs.append(cycle(i, {1: q1, 2: 0.0, 3: q3}, acc))
+    curve = lab.calibration(recs, bins=5)
+    assert [b["lo"] for b in curve] == [0.0, 0.2, 0.4, 0.6, 0.8]
+    for b in curve:
+        if b["n"] > 200:
+            assert b["acceptance"] == pytest.approx(b["mean_confidence"], abs=0.07), b
+    assert lab.calibration_error(curve) < 0.05
+
+
+def test_an_overconfident_draft_is_off_the_diagonal():
+    recs = [cycle(i, {1: 0.95, 2: 0.0, 3: 0.9}, [1] if i % 2 else []) for i in range(1, 201)]
+    curve = lab.calibration(recs, bins=10)
+    top = curve[-1]
+    # node 1 (q 0.95) kept in half the cycles, node 3 (q 0.9) reached in those and never kept: 100 of 300
+    assert top["n"] == 300 and top["acceptance"] == pytest.approx(1 / 3)
+    assert lab.calibration_error(curve) > 0.3
+
+
+def test_path_calibration_uses_cumulative_probability():
+    import math
+    score = {1: math.log(0.8), 2: math.log(0.1), 3: math.log(0.4)}
+    recs = [cycle(1, {1: 0.8, 2: 0.1, 3: 0.5}, [1, 3], score), cycle(2, {1: 0.8, 2: 0.1, 3: 0.5}, [1], score)]
+    curve = lab.calibration(recs, bins=10, kind="path")
+    by_bin = {round(b["lo"], 1): b for b in curve if b["n"]}
+    assert by_bin[0.8]["n"] == 2 and by_bin[0.8]["acceptance"] == 1.0       # node 1 (0.8) accepted twice
+    assert by_bin[0.4]["n"] == 2 and by_bin[0.4]["acceptance"] == 0.5       # path 1-1 (0.4) once of twice
+    assert by_bin[0.1]["acceptance"] == 0.0
+    with pytest.raises(ValueError):
+        lab.calibration(recs, kind="nope")
+
+
+def test_accept_length_histogram_and_alpha():
+    q = {1: 0.6, 2: 0.3, 3: 0.5}
+    recs = [cycle(1, q, [1, 3]), cycle(2, q, [1]), cycle(3, q, [2]), cycle(4, q, [])]
+    h = lab.accept_length_histogram(recs)
+    assert h["counts"] == [1, 2, 1] and h["cycles"] == 4
+    assert h["alpha"] == [pytest.approx(3 / 4), pytest.approx(1 / 3)]      # depth 2 reached only via node 1 or 2
+    assert lab.accept_length_histogram([]) == {"counts": [], "alpha": [], "cycles": 0}
+
+
+def test_card_phases_oldest_first_and_self_generated_data():
+    card = {"tokens_seen": 300, "final_heldout_metrics": {"top1": 0.56, "tau_chain": 2.1},
+            "data": {"source": "answers regenerated by the target (self-distilled)"},
+            "previous_phase": {"tokens_seen": 200, "final_heldout_metrics": {"top1": 0.53},
+                               "data": {"source": "ShareGPT V3"}, "previous_phase": None}}
+    phases = lab.card_phases(card)
+    assert [p["tokens_seen"] for p in phases] == [200, 300]
+    assert [p["self_generated"] for p in phases] == [False, True]
+    assert phases[1]["top1"] == 0.56 and phases[0]["tau_chain"] is None
+
+
+def test_shipped_cards_read():
+    import json
+    import os
+    from eagle_core.head import SHIPPED_HEADS
+    path = os.path.join(SHIPPED_HEADS["shifted"], "training.json")
+    if not os.path.exists(path):
+        pytest.skip("no shipped head")
+    phases = lab.card_phases(json.load(open(path)))
+    assert len(phases) >= 2 and all(p["top1"] for p in phases)
+    assert phases[-1]["top1"] >= phases[0]["top1"]           # later phases learned more
+
+
+def test_lab_figures_render_from_a_report():
+    from views import lab as views_lab
+    q = {1: 0.6, 2: 0.3, 3: 0.5}
+    recs = [cycle(1, q, [1, 3]), cycle(2, q, [1]), cycle(3, q, [2]), cycle(4, q, [])]
+    pos = lab.position_acceptance(recs, prompt_of=lambda i: f"p{i % 2}")
+    fig = views_lab.position_heatmap(pos)
+    hm = fig.data[0]
+    assert list(hm.x) == ["P1", "P2", "P1-1"] and list(hm.y)[0] == "all prompts"
+    assert hm.z[0][0] == pytest.approx(0.5) and "n=4" in hm.text[0][0]          # rate and count in the cell
+    curve = {"q": lab.calibration(recs), "path": lab.calibration(recs, kind="path")}
+    rel = views_lab.reliability(curve, {"q": lab.calibration_error(curve["q"]), "path": None})
+    assert len(rel.data) == 3 and "ECE" in rel.data[1].name                        # diagonal + two curves
+    h = views_lab.accept_histogram(lab.accept_length_histogram(recs))
+    assert list(h.data[0].y) == [0.25, 0.5, 0.25]
+    runs = {"chain of 5": {"tau": 1.8, "ms_per_cycle": 60.0}, "tree of 5": {"tau": 2.0, "ms_per_cycle": 58.0}}
+    c = views_lab.compare_runs(runs, "tree vs chain")
+    assert "τ=2.00" in c.data[0].text[1] and "58 ms" in c.data[0].text[1]
