@@ -24,6 +24,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 import views  # noqa: E402
+import views.lab as vl  # noqa: E402
 from views.beats import beat_caption, beat_count, beat_figure  # noqa: E402
 from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
 from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
@@ -173,6 +174,105 @@ def load_trace(name="default") -> dict | None:
 
 TRACE = load_trace()
 TRACES = {n: t for n in ("default", "temperature") if (t := load_trace(n))}   # recorded runs the walkthrough uses
+
+
+# ----------------------------------------------------------------------------- the paper lab
+def load_lab() -> dict | None:
+    """The lab's shipped measurements (written by `python -m eagle_core.lab`): the tab paints from it at once."""
+    try:
+        with open(os.path.join(HERE, "assets", "lab.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+LAB = load_lab()
+LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
+               "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
+               "Why is the sky blue? Answer for a ten-year-old.\nList five uses of a paper clip.")
+LAB_MAX_PROMPTS = 10
+
+
+def lab_figures(report: dict | None) -> tuple:
+    """The Paper lab's panels from a lab report: input kinds, data phases, tree vs chain, tree sizes, positions
+    heatmap, reliability curve, accepted-length histogram."""
+    if not report:
+        empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
+        return empty, "", empty, "", empty, empty, empty
+    return (vl.compare_runs(report["inputs"], "What the head sees: τ per input kind (chain of 5)",
+                            report.get("plain")),
+            vl.data_table(report.get("data") or {}),
+            vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain", report.get("plain")),
+            vl.sizes_table(report.get("tree_sizes")),
+            vl.position_heatmap(report["positions"]),
+            vl.reliability(report["calibration"], report.get("calibration_error")),
+            vl.accept_histogram(report["histogram"]))
+
+
+def lab_source(report: dict | None) -> str:
+    if not report:
+        return ""
+    return (f"Measured by `{report.get('command')}` on {report.get('date')}: {report.get('n_prompts')} prompts, "
+            f"{report.get('max_new_tokens')} new tokens each, T = 0, the shipped heads.")
+
+
+def on_lab_recompute(text, n, progress=gr.Progress()):
+    """EAGLE-2's observations and the histogram, live: EAGLE-1's 25-node tree on the typed prompts, one cycle
+    per model turn (other sessions interleave)."""
+    import eagle_core.lab as L
+    try:
+        prompts = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
+        try:
+            n = int(n)
+        except (TypeError, ValueError):
+            raise UserError("The number of prompts must be a number.") from None
+        if not prompts:
+            raise UserError("Type at least one prompt (one per line).")
+        note = ""
+        if n > len(prompts) or n > LAB_MAX_PROMPTS or n < 1:
+            note = f" (asked for {n}; ran {min(max(n, 1), len(prompts), LAB_MAX_PROMPTS)})"
+        prompts = prompts[:max(1, min(n, LAB_MAX_PROMPTS))]
+        if any(len(p) > 2000 for p in prompts):
+            raise UserError("Keep each prompt under 2,000 characters.")
+        MODEL.require()
+        speed = _default_config(MODEL.target.device.type)
+        from eagle_core.engine import DecodeConfig
+        cfg = DecodeConfig(draft="static", tree="mc_sim_7b_63", max_new_tokens=64, record_topk=0,
+                           draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)
+        keep = (gr.update(),) * 3
+        waiting = lambda ahead, w: keep + (queue_note(ahead, w),)   # noqa: E731
+        recs, owner = [], []
+        for k, prompt in enumerate(prompts):
+            progress(k / len(prompts), desc=f"prompt {k + 1} of {len(prompts)}")
+            yield keep + (f"⏳ Decoding prompt {k + 1} of {len(prompts)} with EAGLE-1's 25-node tree…",)
+            rs = yield from decode_in_turns(cfg, "shifted", prompt, waiting)
+            recs += rs
+            owner += [f"prompt {k + 1}"] * len(rs)
+        pos = L.position_acceptance(recs, prompt_of=lambda i: owner[i])
+        cal = {"q": L.calibration(recs, kind="q"), "path": L.calibration(recs, kind="path")}
+        err = {k: L.calibration_error(v) for k, v in cal.items()}
+        hist = L.accept_length_histogram(recs)
+        yield (vl.position_heatmap(pos), vl.reliability(cal, err), vl.accept_histogram(hist),
+               f"Recomputed live on {len(prompts)} prompts{note}: {hist['cycles']} cycles.")
+    except UserError as exc:
+        yield gr.update(), gr.update(), gr.update(), f"❌ {exc}"
+    except GeneratorExit:
+        raise
+    except Exception as exc:
+        traceback.print_exc()
+        yield gr.update(), gr.update(), gr.update(), f"❌ Something went wrong: {type(exc).__name__}"
+
+
+def on_lab_session(state):
+    """The accepted-length histogram of this session's own cycles (what the Lens tab decoded), no model work."""
+    import eagle_core.lab as L
+    state = state or {}
+    hist = L.accept_length_histogram(state.get("records") or [])
+    if not hist["cycles"]:
+        return gr.update(), "This session has no drafting cycles yet: Step or Run in the Lens tab first."
+    whose = "This session's" if state.get("source") == "live" else "The recorded run's (shown until you Step or Run)"
+    n = hist["cycles"]
+    return vl.accept_histogram(hist), f"{whose} {n} cycle{'' if n == 1 else 's'}, with the Lens tab's settings."
 
 
 def trace_for(settings: dict) -> dict | None:
@@ -1060,6 +1160,39 @@ def build_demo() -> gr.Blocks:
                     amb_fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
                     amb_dist = gr.Plot(views.ambiguity_dist_figure(a0), label="Next-token distributions")
                 amb_table = gr.HTML(views.ambiguity_html(a0))
+            with gr.Tab("Paper lab", id="lab"):
+                lab0 = lab_figures(LAB)
+                gr.Markdown("The papers' findings, measured on this app's real model and heads. "
+                            + lab_source(LAB) + " " + vl.PAPER_NUMBERS_NOTE)
+                gr.Markdown("### 1. What the draft head should see\n" + vl.PAPER["inputs"]
+                            + " Here: the two shipped heads. The shifted token tells the head which branch the "
+                              "sampling took, so it accepts more at every depth. (Feature-only and token-only heads "
+                              "are not trained yet.)")
+                lab_inputs = gr.Plot(lab0[0], label="Input kinds")
+                gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]
+                            + " Here: the shipped heads' training phases, from their training cards.")
+                lab_data = gr.Markdown(lab0[1])
+                gr.Markdown("### 3. A tree against a chain, and how big a tree\n" + vl.PAPER["tree"]
+                            + " A tree spends its tokens on a second guess where the first is unsure; a chain "
+                              "bets everything on one path. A CPU pays for every verified token, so its best tree "
+                              "is small; a GPU verifies a wide tree almost for free.")
+                with gr.Row():
+                    lab_tree = gr.Plot(lab0[2], label="Tree vs chain")
+                    lab_sizes = gr.Markdown(lab0[3])
+                gr.Markdown("### 4. EAGLE-2: acceptance depends on position and context; confidence predicts it\n"
+                            + vl.PAPER["positions"] + " " + vl.PAPER["calibration"])
+                lab_heat = gr.Plot(lab0[4], label="Acceptance per tree position and prompt")
+                lab_rel = gr.Plot(lab0[5], label="Reliability")
+                gr.Markdown("### 5. How many tokens a cycle accepts")
+                lab_hist = gr.Plot(lab0[6], label="Accepted length")
+                with gr.Row():
+                    lab_prompts = gr.Textbox(LAB_PROMPTS, lines=4, label="Prompts for a live recompute (one per line)",
+                                             scale=3)
+                    lab_n = gr.Slider(1, LAB_MAX_PROMPTS, value=4, step=1, label="Recompute on N prompts", scale=1)
+                with gr.Row():
+                    lab_btn = gr.Button("Recompute panels 4-5 live", variant="primary", elem_id="el-lab")
+                    lab_session_btn = gr.Button("Histogram of this session's cycles")
+                lab_msg = gr.Markdown("")
             with gr.Tab("Walkthrough", id="walk"):
                 w_md0, w_fig0, w_msg0 = on_walk_select(0)
                 walk = gr.Radio([s["title"] for s in STEPS], value=STEPS[0]["title"], type="index",
@@ -1111,6 +1244,10 @@ def build_demo() -> gr.Blocks:
                       **model_kw)
         prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
                       **model_kw)
+        lab_btn.click(on_lab_recompute, [lab_prompts, lab_n], [lab_heat, lab_rel, lab_hist, lab_msg],
+                      api_name="lab_recompute", **model_kw)
+        lab_session_btn.click(on_lab_session, [state], [lab_hist, lab_msg], api_name="lab_session",
+                              concurrency_limit=None)
         walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
         walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)
         walk_apply.click(on_walk_apply, [walk], [prompt, temperature, top_p, seed, shifted, shape, tree_kind,

@@ -238,20 +238,23 @@ def main(argv=None) -> int:
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "target": target.name,
               "prompts": args.prompts, "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens}
     # 1. what the head sees: shifted vs unshifted (feature-only and token-only heads are not trained yet)
-    inputs = {}
+    report["plain"] = run_summary(decode_records(target, None, replace(base, draft="vanilla"), prompts,
+                                                 say("plain decoding")))
+    inputs, chain_runs = {}, {}
     for shift in ("shifted", "unshifted"):
         cfg = replace(base, draft="chain", depth=5)
-        inputs[f"feature & {shift} token"] = run_summary(decode_records(target, heads[shift], cfg, prompts,
-                                                                        say(f"inputs {shift}")))
+        chain_runs[shift] = decode_records(target, heads[shift], cfg, prompts, say(f"chain of 5, {shift} head"))
+        inputs[f"feature & {shift} token"] = run_summary(chain_runs[shift])
     report["inputs"] = inputs
     # 2. fixed data vs the target's own answers: the shipped heads' training cards
     report["data"] = {s: card_phases(json.load(open(os.path.join(SHIPPED_HEADS[s], "training.json"))))
                       for s in ("shifted", "unshifted")}
-    # 3. tree vs chain at equal drafted tokens (5), and tree size vs tau vs time from the CPU tree fit
-    tvc = {}
-    for name, cfg in (("chain of 5", replace(base, draft="chain", depth=5)),
-                      ("tree of 5 (smollm2-cpu-tree)", replace(base, draft="static", tree="smollm2-cpu-tree"))):
-        tvc[name] = run_summary(decode_records(target, heads["shifted"], cfg, prompts, say(name)))
+    # 3. tree vs chain at equal drafted tokens (5; the chain run is the shifted head's above), and tree size vs
+    # tau vs time from the CPU tree fit
+    tree_cfg = replace(base, draft="static", tree="smollm2-cpu-tree")
+    tvc = {"chain of 5": inputs["feature & shifted token"],
+           "tree of 5 (smollm2-cpu-tree)": run_summary(decode_records(target, heads["shifted"], tree_cfg, prompts,
+                                                                      say("tree of 5")))}
     report["tree_vs_chain"] = tvc
     try:
         with open(os.path.join(TREES_DIR, "smollm2-cpu.json")) as f:

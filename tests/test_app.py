@@ -383,3 +383,34 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles):
     assert "Stopped" in job_b.outputs()[-1][8] and took < 0.6, f"Stop took {took:.2f} s while queued"
     a.predict(api_name="/stop")
     job_a.result()
+
+
+def test_paper_lab_live_recompute_and_session_histogram(client):
+    """The Paper lab tab: a live recompute on two prompts redraws panels 4-5; bad input is answered in the page;
+    the session histogram reads this session's own cycles."""
+    heat, rel, hist, msg = client.predict("Say hi.\nCount to three.", 2, api_name="/lab_recompute")
+    assert msg.startswith("Recomputed live on 2 prompts") and "cycles" in msg
+    assert plot(heat)["data"][0]["type"] == "heatmap"
+    assert any("calibration" in (t.get("name") or "") for t in plot(rel)["data"])
+    assert plot(hist)["data"][0]["type"] == "bar"
+    *_, msg = client.predict("   ", 3, api_name="/lab_recompute")
+    assert msg.startswith("❌") and "at least one prompt" in msg
+    *_, msg = client.predict("One prompt only.", 5, api_name="/lab_recompute")
+    assert "asked for 5; ran 1" in msg                                           # what was cut is said
+    _, msg = client.predict(api_name="/lab_session")
+    assert msg.startswith("The recorded run's") or "no drafting cycles yet" in msg   # before any Step: not "live"
+    step(client)
+    step(client)
+    hist, msg = client.predict(api_name="/lab_session")
+    assert msg.startswith("This session's 1 cycle,") and plot(hist)["data"][0]["type"] == "bar"
+
+
+def test_paper_lab_paints_from_the_shipped_json():
+    if app.LAB is None:
+        pytest.skip("no assets/lab.json shipped")
+    figs = app.lab_figures(app.LAB)
+    assert len(figs) == 7
+    assert figs[4].data[0].type == "heatmap" and len(figs[4].data[0].x) > 5         # EAGLE-1's tree positions
+    assert "phase" in figs[1] and "target’s own answers" in figs[1]
+    assert "fastest" in figs[3]
+    assert "Measured by `python -m eagle_core.lab" in app.lab_source(app.LAB)
