@@ -1160,6 +1160,22 @@ def build_demo() -> gr.Blocks:
                     amb_fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
                     amb_dist = gr.Plot(views.ambiguity_dist_figure(a0), label="Next-token distributions")
                 amb_table = gr.HTML(views.ambiguity_html(a0))
+            with gr.Tab("Walkthrough", id="walk"):
+                w_md0, w_fig0, w_msg0 = on_walk_select(0)
+                walk = gr.Radio([s["title"] for s in STEPS], value=STEPS[0]["title"], type="index",
+                                label="Step")
+                with gr.Row():
+                    with gr.Column(scale=2):
+                        walk_md = gr.Markdown(w_md0)
+                        with gr.Row():
+                            walk_prev = gr.Button("◀ Prev", elem_id="el-walk-prev")
+                            walk_next = gr.Button("Next ▶", elem_id="el-walk-next")
+                        with gr.Row():
+                            walk_live = gr.Button("Show it live", variant="primary")
+                            walk_apply = gr.Button("Open these settings in the Lens tab")
+                        walk_msg = gr.Markdown(w_msg0)
+                    with gr.Column(scale=3):
+                        walk_fig = gr.Plot(w_fig0, label="Live view")
             with gr.Tab("Paper lab", id="lab"):
                 lab0 = lab_figures(LAB)
                 gr.Markdown("The papers' findings, measured on this app's real model and heads. "
@@ -1193,22 +1209,6 @@ def build_demo() -> gr.Blocks:
                     lab_btn = gr.Button("Recompute panels 4-5 live", variant="primary", elem_id="el-lab")
                     lab_session_btn = gr.Button("Histogram of this session's cycles")
                 lab_msg = gr.Markdown("")
-            with gr.Tab("Walkthrough", id="walk"):
-                w_md0, w_fig0, w_msg0 = on_walk_select(0)
-                walk = gr.Radio([s["title"] for s in STEPS], value=STEPS[0]["title"], type="index",
-                                label="Step")
-                with gr.Row():
-                    with gr.Column(scale=2):
-                        walk_md = gr.Markdown(w_md0)
-                        with gr.Row():
-                            walk_prev = gr.Button("◀ Prev", elem_id="el-walk-prev")
-                            walk_next = gr.Button("Next ▶", elem_id="el-walk-next")
-                        with gr.Row():
-                            walk_live = gr.Button("Show it live", variant="primary")
-                            walk_apply = gr.Button("Open these settings in the Lens tab")
-                        walk_msg = gr.Markdown(w_msg0)
-                    with gr.Column(scale=3):
-                        walk_fig = gr.Plot(w_fig0, label="Live view")
 
         cfg_inputs = [temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new]
         outs = [text, cards, cycle, tree, node, probs, mask, stats, status, state]

@@ -274,6 +274,18 @@ def acceptance_by_depth(results: list[dict]) -> list[float | None] | None:
     return [a / r if r else None for r, a in zip(reached, accepted)]
 
 
+def accept_length_counts(results: list[dict]) -> list[int] | None:
+    """How many drafting cycles accepted 0, 1, 2, ... drafted tokens, pooled over the prompts (the per-position
+    histogram); None for methods that do not draft."""
+    lens = [a for r in results for a in (r.get("accept_lengths") or [])]
+    if not any(r.get("accept_lengths") is not None for r in results):
+        return None
+    out = [0] * (max(lens, default=-1) + 1)
+    for a in lens:
+        out[a] += 1
+    return out
+
+
 def time_split(results: list[dict]) -> dict | None:
     """Engine methods: seconds spent drafting / in the target pass (prefill + verification) / elsewhere in the
     cycles, summed over prompts, with the rest of the wall time (set-up, loop) as `outside`."""
@@ -327,6 +339,7 @@ def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) ->
         "seconds": sum(r["seconds"] for r in results),
         "target_forwards": None if any(f is None for f in fw) else sum(fw),
         "accept_rate_by_depth": acceptance_by_depth(results),
+        "accept_length_counts": accept_length_counts(results),
         "time_split": time_split(results),
     }
 
@@ -448,7 +461,7 @@ def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
     secs = time.perf_counter() - t0
     return {"token_ids": list(dec.new_ids), "new_tokens": len(dec.new_ids), "seconds": secs,
             "forwards": dec.target_forwards, "depth_counts": depth_counts(cyc) if cfg.draft != "vanilla" else None,
-            "time_split": split}
+            "accept_lengths": [a for a, _ in cyc] if cfg.draft != "vanilla" else None, "time_split": split}
 
 
 def method_config(method: str, base_cfg, max_new_tokens: int, temperature: float, top_p: float, seed: int):

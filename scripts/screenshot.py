@@ -28,6 +28,8 @@ def main(argv=None):
     ap.add_argument("--run", action="store_true", help="press Run and wait for the end before the screenshot")
     ap.add_argument("--tab", default="Lens")
     ap.add_argument("--height", type=int, default=1250)
+    ap.add_argument("--width", type=int, default=1500, help="viewport width (390 for a phone, 1280 a projector)")
+    ap.add_argument("--full-page", action="store_true", help="the whole scrolled page, not just the viewport")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
     with socket.socket() as s:
@@ -46,7 +48,7 @@ def main(argv=None):
         with sync_playwright() as p:
             chromium = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
             browser = p.chromium.launch(executable_path=chromium, args=ARGS)
-            page = browser.new_page(viewport={"width": 1500, "height": args.height})
+            page = browser.new_page(viewport={"width": args.width, "height": args.height})
             page.goto(url)
             page.wait_for_selector("#el-tree .js-plotly-plot", timeout=120000)
             page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=300000)
@@ -55,13 +57,13 @@ def main(argv=None):
                 page.wait_for_function("() => document.body.innerText.includes('Generation finished')",
                                        timeout=600000)
             if args.tab != "Lens":
-                page.get_by_role("tab", name=args.tab).click()
+                page.get_by_role("tab", name=args.tab).click()   # a wide page: every tab is visible
                 if args.tab == "How can I":
                     page.locator("#el-amb").click()
                     page.wait_for_function("() => document.body.innerText.includes('Computed live')",
                                            timeout=120000)
             page.wait_for_timeout(1500)
-            page.screenshot(path=args.out)
+            page.screenshot(path=args.out, full_page=args.full_page)
             browser.close()
         print(f"wrote {args.out}")
     finally:

@@ -150,6 +150,9 @@ def test_tiny_run_every_method(tiny_report):
         assert r["methods"][m]["tau"] >= 1.0
         assert r["methods"][m]["accept_rate_by_depth"] is not None
     assert len(r["methods"]["eagle-chain"]["accept_rate_by_depth"]) == 3
+    hist = r["methods"]["eagle-static"]["accept_length_counts"]
+    assert hist and sum(hist) > 0 and r["methods"]["hf-greedy"]["accept_length_counts"] is None
+    assert r["methods"]["vanilla"]["accept_length_counts"] is None
     ts = r["methods"]["eagle-static"]["time_split"]
     assert set(ts) == {"draft_s", "verify_s", "other_s", "outside_s"} and ts["verify_s"] > 0
     assert r["methods"]["hf-greedy"]["time_split"] is None
