@@ -1184,17 +1184,17 @@ def build_demo() -> gr.Blocks:
                             + " Here: the two shipped heads. The shifted token tells the head which branch the "
                               "sampling took, so it accepts more at every depth. (Feature-only and token-only heads "
                               "are not trained yet.)")
-                lab_inputs = gr.Plot(lab0[0], label="Input kinds")
+                gr.Plot(lab0[0], label="Input kinds")
                 gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]
                             + " Here: the shipped heads' training phases, from their training cards.")
-                lab_data = gr.Markdown(lab0[1])
+                gr.Markdown(lab0[1])
                 gr.Markdown("### 3. A tree against a chain, and how big a tree\n" + vl.PAPER["tree"]
                             + " A tree spends its tokens on a second guess where the first is unsure; a chain "
                               "bets everything on one path. A CPU pays for every verified token, so its best tree "
                               "is small; a GPU verifies a wide tree almost for free.")
                 with gr.Row():
-                    lab_tree = gr.Plot(lab0[2], label="Tree vs chain")
-                    lab_sizes = gr.Markdown(lab0[3])
+                    gr.Plot(lab0[2], label="Tree vs chain")
+                    gr.Markdown(lab0[3])
                 gr.Markdown("### 4. EAGLE-2: acceptance depends on position and context; confidence predicts it\n"
                             + vl.PAPER["positions"] + " " + vl.PAPER["calibration"])
                 lab_heat = gr.Plot(lab0[4], label="Acceptance per tree position and prompt")
