@@ -326,7 +326,7 @@ def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) ->
     return {
         "tau": tau(results),
         "tokens_per_s": mean_tokens_per_s(results),
-        "speedup": speedup(results, baseline) if baseline else None,
+        "speedup": mean(ratios) if baseline else None,
         "speedup_ratio_of_means": speedup_ratio_of_means(results, baseline) if baseline else None,
         "speedup_ci95": mean_interval(ratios),
         "speedup_min": min(ratios) if ratios else None,
@@ -827,6 +827,21 @@ def fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def check_quiet(wait_s: float, allow_busy: bool) -> tuple[float | None, int | None]:
+    """The check before a run: (other work in cores, None to go on) or (reading, exit status 3) after the
+    refusal was printed. With allow_busy a busy machine is announced and the run goes on (marked BUSY)."""
+    before = wait_for_quiet(wait_s)
+    if before is None or before <= BUSY_CORES:
+        return before, None
+    msg = (f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy "
+           f"(waited {wait_s:.0f} s for it to stop). Timings taken beside it are not evidence")
+    if not allow_busy:
+        return before, fail(msg + "; stop the other work, or pass --allow-busy to run anyway (the report is "
+                            "then marked BUSY)", code=3)
+    print(f"WARNING: {msg}; running anyway (--allow-busy), the report is marked BUSY", file=sys.stderr)
+    return before, None
+
+
 def wait_for_quiet(wait_s: float, probe_s: float = 2.0) -> float | None:
     """Other work (in cores) on the machine, re-checked every probe_s for up to wait_s until it is below
     BUSY_CORES; returns the last reading (None where it cannot be measured)."""
@@ -891,14 +906,9 @@ def main(argv=None) -> int:
         return fail(str(exc))
 
     # a busy machine is refused before anything is loaded (loading takes the cores for seconds itself)
-    before = wait_for_quiet(args.wait_quiet)
-    if before is not None and before > BUSY_CORES:
-        msg = (f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy "
-               f"(waited {args.wait_quiet:.0f} s for it to stop). Timings taken beside it are not evidence")
-        if not args.allow_busy:
-            return fail(msg + "; stop the other work, or pass --allow-busy to run anyway (the report is "
-                        "then marked BUSY)", code=3)
-        print(f"WARNING: {msg}; running anyway (--allow-busy), the report is marked BUSY", file=sys.stderr)
+    before, refused = check_quiet(args.wait_quiet, args.allow_busy)
+    if refused is not None:
+        return refused
 
     import torch
     if args.threads is not None:

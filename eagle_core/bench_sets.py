@@ -140,12 +140,9 @@ def main(argv=None) -> int:
             return bench.fail(f"cannot read a report: {exc}")
         return _write_summary(reports, args.out, reports[sets[0]]["config"].get("command", ""),
                               reports[sets[0]]["device"])
-    before = bench.wait_for_quiet(args.wait_quiet)
-    if before is not None and before > bench.BUSY_CORES:
-        msg = f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy"
-        if not args.allow_busy:
-            return bench.fail(msg + "; stop it, or pass --allow-busy (the reports are then marked BUSY)", code=3)
-        print(f"WARNING: {msg}; running anyway (--allow-busy)", file=sys.stderr)
+    before, refused = bench.check_quiet(args.wait_quiet, args.allow_busy)
+    if refused is not None:
+        return refused
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     from .engine import default_config

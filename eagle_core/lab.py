@@ -125,36 +125,17 @@ def calibration_error(curve: list[dict]) -> float | None:
 
 def accept_length_histogram(records) -> dict:
     """{"counts": [cycles that accepted 0, 1, ..., D drafted tokens], "alpha": [alpha_k per depth],
-    "cycles": n}: alpha_k = of the cycles whose first k drafts were accepted and whose tree had a depth k+1,
-    the share that accepted depth k+1 too."""
-    counts: list[int] = []
-    reached: list[int] = []
-    accepted: list[int] = []
-    n = 0
-    for r in drafting_cycles(records):
-        L = _get(r, "accept_length", len(_get(r, "accepted_path", [])))
-        depth = max(_get(x, "depth", 0) for x in _get(r, "nodes"))
-        n += 1
-        while len(counts) <= max(L, depth):
-            counts.append(0)
+    "cycles": n}: alpha_k as the benchmark counts it (bench.depth_counts): of the cycles whose first k drafts
+    were accepted and whose tree had a depth k+1, the share that accepted depth k+1 too."""
+    from .bench import depth_counts
+    cycles = [(_get(r, "accept_length", len(_get(r, "accepted_path", []))),
+               max(_get(x, "depth", 0) for x in _get(r, "nodes"))) for r in drafting_cycles(records)]
+    counts = [0] * max((max(L, d) + 1 for L, d in cycles), default=0)
+    for L, _ in cycles:
         counts[L] += 1
-        for k in range(depth):
-            while len(reached) <= k:
-                reached.append(0)
-                accepted.append(0)
-            if L >= k:
-                reached[k] += 1
-                accepted[k] += int(L >= k + 1)
-    return {"counts": counts, "alpha": [a / r if r else None for r, a in zip(reached, accepted)], "cycles": n}
-
-
-def tau_of(records) -> float | None:
-    """New tokens per target forward of a finished generation's records (prefill counted)."""
-    if not records:
-        return None
-    last = records[-1]
-    f = _get(last, "target_forwards", 0)
-    return _get(last, "total_new_tokens", 0) / f if f else None
+    reached, accepted = depth_counts(cycles)
+    return {"counts": counts, "alpha": [a / r if r else None for r, a in zip(reached, accepted)],
+            "cycles": len(cycles)}
 
 
 # ============================================================================ training cards (EAGLE's data ablation)
@@ -240,11 +221,11 @@ def main(argv=None) -> int:
     # 1. what the head sees: shifted vs unshifted (feature-only and token-only heads are not trained yet)
     report["plain"] = run_summary(decode_records(target, None, replace(base, draft="vanilla"), prompts,
                                                  say("plain decoding")))
-    inputs, chain_runs = {}, {}
+    inputs = {}
     for shift in ("shifted", "unshifted"):
         cfg = replace(base, draft="chain", depth=5)
-        chain_runs[shift] = decode_records(target, heads[shift], cfg, prompts, say(f"chain of 5, {shift} head"))
-        inputs[f"feature & {shift} token"] = run_summary(chain_runs[shift])
+        inputs[f"feature & {shift} token"] = run_summary(decode_records(target, heads[shift], cfg, prompts,
+                                                                        say(f"chain of 5, {shift} head")))
     report["inputs"] = inputs
     # 2. fixed data vs the target's own answers: the shipped heads' training cards
     report["data"] = {s: card_phases(json.load(open(os.path.join(SHIPPED_HEADS[s], "training.json"))))
