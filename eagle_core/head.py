@@ -10,6 +10,13 @@ released checkpoint is ignored).
 `shift` records how the head was trained:
   shifted   : the pair that predicts f_{j} is (f_{j-1}, e(t_j))      -- EAGLE: the sampled token is known
   unshifted : the pair that predicts f_{j} is (f_{j-1}, e(t_{j-1}))  -- the paper's ablation
+
+`inputs` records what the head sees (EAGLE section 5, "what the draft head should see"):
+  feature+token : fc([e(token), feature]) -- EAGLE (with either shift)
+  feature       : fc(feature)             -- no token: it cannot know which branch the sampling took
+  token         : fc(e(t_j))              -- no target feature: a one-layer language model on the target's
+                                             embeddings and LM head (token-level drafting)
+The two single-input kinds use the shifted pairing (for `feature` the token is never read).
 """
 from __future__ import annotations
 
@@ -28,27 +35,35 @@ from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, Lla
 from .attention import MAX_QUERIES, small_query_attention
 
 SHIFTS = ("shifted", "unshifted")
+INPUTS = ("feature+token", "feature", "token")
 HEAD_WEIGHTS = "model.safetensors"
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 SHIPPED_HEADS = {"shifted": os.path.join(ASSETS, "heads", "smollm2-135m-shifted"),
                  "unshifted": os.path.join(ASSETS, "heads", "smollm2-135m-unshifted")}
+# The Paper lab's input ablation: four heads trained from scratch with one recipe and one budget (fp16 files)
+ABLATION_KINDS = {"ablation-shifted": ("shifted", "feature+token"),
+                  "ablation-unshifted": ("unshifted", "feature+token"),
+                  "feature-only": ("shifted", "feature"),
+                  "token-only": ("shifted", "token")}    # spec -> (shift, inputs)
+ABLATION_HEADS = {k: os.path.join(ASSETS, "heads", "ablation", k) for k in ABLATION_KINDS}
 
 
 class HeadLoadError(ValueError):
     """A head that cannot be loaded or does not fit the target; the message is meant for the user."""
 
 
-def head_config_from_target(target_config, shift: str = "shifted", bias: bool = True) -> LlamaConfig:
+def head_config_from_target(target_config, shift: str = "shifted", bias: bool = True,
+                            inputs: str = "feature+token") -> LlamaConfig:
     """A one-layer Llama config with the target's shapes (what a new head for this target looks like)."""
     d = target_config.to_dict()
     for k in ("quantization_config", "_name_or_path", "architectures", "auto_map", "layer_types",
               "sliding_window", "use_sliding_window", "max_window_layers"):
         d.pop(k, None)
-    d.update(num_hidden_layers=1, model_type="llama", bias=bias, eagle_shift=shift)
+    d.update(num_hidden_layers=1, model_type="llama", bias=bias, eagle_shift=shift, eagle_inputs=inputs)
     if getattr(target_config, "model_type", "llama") == "qwen2":
         d["attention_bias"] = True  # Qwen2 projects q, k, v with a bias
     cfg = LlamaConfig(**{k: v for k, v in d.items() if k not in ("model_type", "transformers_version")})
-    cfg.bias, cfg.eagle_shift = bias, shift
+    cfg.bias, cfg.eagle_shift, cfg.eagle_inputs = bias, shift, inputs
     return cfg
 
 
@@ -137,11 +152,23 @@ class EagleHead(nn.Module):
         self.shift = getattr(cfg, "eagle_shift", "shifted")
         if self.shift not in SHIFTS:
             raise HeadLoadError(f"head config eagle_shift={self.shift!r}; expected one of {SHIFTS}")
+        self.inputs = getattr(cfg, "eagle_inputs", None) or "feature+token"
+        if self.inputs not in INPUTS:
+            raise HeadLoadError(f"head config eagle_inputs={self.inputs!r}; expected one of {INPUTS}")
+        if self.inputs != "feature+token" and self.shift != "shifted":
+            raise HeadLoadError(f"a {self.inputs}-only head uses the shifted pairing, not {self.shift}")
         H = cfg.hidden_size
-        self.fc = nn.Linear(2 * H, H, bias=bool(getattr(cfg, "bias", True)))
+        self.fc = nn.Linear(2 * H if self.inputs == "feature+token" else H, H, bias=bool(getattr(cfg, "bias", True)))
         self.layers = nn.ModuleList([HeadDecoderLayer(cfg)])
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.path: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """What the head sees, in the words of EAGLE's ablation."""
+        if self.inputs == "feature+token":
+            return f"feature & {self.shift} token"
+        return f"{self.inputs} only"
 
     @property
     def hidden_size(self) -> int:
@@ -158,19 +185,23 @@ class EagleHead(nn.Module):
         attn_mask: None for plain causal attention over this input alone (training); otherwise an additive
         [1, 1, n, cache_len + n] mask (the drafting code builds the ancestry mask).
         """
-        x = self.fc(torch.cat((token_embeds, features), dim=-1))
+        if self.inputs == "feature+token":
+            x = self.fc(torch.cat((token_embeds, features), dim=-1))
+        else:  # the other input is never read, so no gradient or information flows through it
+            x = self.fc(features if self.inputs == "feature" else token_embeds)
         cos, sin = self.rotary_emb(x, position_ids)
         return self.layers[0](x, cos.to(x.dtype), sin.to(x.dtype), cache, attn_mask)
 
     # ---------------------------------------------------------------- checkpoints
-    def save(self, folder: str, extra: dict | None = None):
+    def save(self, folder: str, extra: dict | None = None, dtype: torch.dtype | None = None):
+        """config.json + model.safetensors; `dtype` (e.g. fp16) halves the file, loading casts to the target's."""
         os.makedirs(folder, exist_ok=True)
-        state = {k: v.detach().to("cpu").contiguous() for k, v in self.state_dict().items()
+        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous() for k, v in self.state_dict().items()
                  if not k.startswith("rotary_emb.")}
         save_file(state, os.path.join(folder, HEAD_WEIGHTS), metadata={"format": "pt"})
         d = self.config.to_dict()
         d.update(architectures=["EagleHead"], bias=bool(getattr(self.config, "bias", True)),
-                 eagle_shift=self.shift, num_hidden_layers=1)
+                 eagle_shift=self.shift, eagle_inputs=self.inputs, num_hidden_layers=1)
         d.update(extra or {})
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(d, f, indent=2, sort_keys=True)
@@ -242,15 +273,23 @@ def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
     d["num_hidden_layers"] = 1
     d.setdefault("bias", True)
     d.setdefault("eagle_shift", shift or "shifted")
+    d.setdefault("eagle_inputs", "feature+token")   # released EAGLE heads and the app's first heads
     cfg = LlamaConfig(**{k: v for k, v in d.items() if k not in ("model_type", "transformers_version")})
-    cfg.bias, cfg.eagle_shift = d["bias"], d["eagle_shift"]
+    cfg.bias, cfg.eagle_shift, cfg.eagle_inputs = d["bias"], d["eagle_shift"], d["eagle_inputs"]
     if target is not None and cfg.hidden_size != target.hidden_size:
         raise HeadLoadError(f"head hidden size {cfg.hidden_size} does not match the target's "
                             f"{target.hidden_size}: this head was trained for another model")
-    head = EagleHead(cfg)
+    try:
+        head = EagleHead(cfg)
+    except HeadLoadError as exc:
+        raise HeadLoadError(f"{folder}: {exc}") from None
     state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in _read_state(folder).items()}
     _check_input_norm(state, folder)
     state = {k: v for k, v in state.items() if k not in _IGNORED_KEYS}
+    fc = state.get("fc.weight")
+    if fc is not None and tuple(fc.shape) != tuple(head.fc.weight.shape):
+        raise HeadLoadError(f"head weights in {folder}: fc takes {fc.shape[1]} inputs, but a {head.kind} head of "
+                            f"this size takes {head.fc.weight.shape[1]} (eagle_inputs in config.json is wrong?)")
     missing, unexpected = head.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.startswith("rotary_emb.")]
     if missing or unexpected:
@@ -262,12 +301,12 @@ def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
     return head.eval()
 
 
-def random_head(target, shift: str = "shifted", seed: int = 0) -> EagleHead:
+def random_head(target, shift: str = "shifted", seed: int = 0, inputs: str = "feature+token") -> EagleHead:
     """A randomly initialised head: drafting is poor, but verification must stay exact with it."""
     g = torch.random.fork_rng(devices=[])
     with g:
         torch.manual_seed(seed)
-        head = EagleHead(head_config_from_target(target.config, shift))
+        head = EagleHead(head_config_from_target(target.config, shift, inputs=inputs))
         for m in head.modules():
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, std=getattr(head.config, "initializer_range", 0.02))
@@ -278,14 +317,15 @@ def random_head(target, shift: str = "shifted", seed: int = 0) -> EagleHead:
 
 
 def resolve_head(spec: str | None, target) -> EagleHead:
-    """`shifted`/`unshifted` (the shipped heads), `random`/`random-unshifted`, or a path / hub id."""
+    """`shifted`/`unshifted` (the shipped heads), the lab's ablation heads (`ablation-shifted`,
+    `ablation-unshifted`, `feature-only`, `token-only`), `random`/`random-unshifted`, or a path / hub id."""
     spec = spec or "shifted"
     if spec in ("random", "random-shifted"):
         return random_head(target, "shifted")
     if spec == "random-unshifted":
         return random_head(target, "unshifted")
-    if spec in SHIPPED_HEADS:
-        folder = SHIPPED_HEADS[spec]
+    if spec in SHIPPED_HEADS or spec in ABLATION_HEADS:
+        folder = SHIPPED_HEADS.get(spec) or ABLATION_HEADS[spec]
         if not os.path.exists(os.path.join(folder, "config.json")):
             raise HeadLoadError(f"the shipped {spec} head is not in {folder} yet; "
                                 f"use --head random or train one with python -m eagle_core.train")

