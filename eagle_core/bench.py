@@ -714,6 +714,13 @@ def format_table(report: dict) -> str:
                       "draft at depth k+1 was accepted)"]
         for m, a in acc:
             lines.append(f"  {m:<24} " + " ".join(f"a{k}={_f(x)}" for k, x in enumerate(a)))
+    hist = [(m, s["accept_length_counts"]) for m, s in ms.items() if s.get("accept_length_counts")]
+    if hist:
+        lines += ["", "accepted drafted tokens per cycle (share of cycles, the per-position histogram)"]
+        for m, c in hist:
+            tot = sum(c) or 1
+            lines.append(f"  {m:<24} " + " ".join(f"{k}:{100 * n / tot:3.0f}%" for k, n in enumerate(c))
+                         + f"   ({tot} cycles)")
     split = [(m, s["time_split"]) for m, s in ms.items() if s.get("time_split")]
     if split:
         lines += ["", "where the engine's time goes (share of generation wall time: draft / target pass / "

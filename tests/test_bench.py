@@ -164,6 +164,8 @@ def test_table_and_plot(tiny_report, tmp_path):
     text = bench.format_table(quiet)
     assert "tau" in text and "eagle-static:unshifted" in text and "mismatch" in text and "draft" in text
     assert "95% CI" in text and "machine load:" in text
+    counts = tiny_report["methods"]["eagle-static"]["accept_length_counts"]
+    assert "per-position histogram" in text and f"({sum(counts)} cycles)" in text
     busy = dict(tiny_report, load=machine_load.summarize(0.0, [0.0, 1.3, 0.0]))
     busy_text = bench.format_table(busy)
     assert busy_text.count("THE MACHINE WAS BUSY") == 2                # above the table and below it
