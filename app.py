@@ -31,6 +31,7 @@ from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  
 from eagle_core.draft import TREE_PRESETS  # noqa: E402  (incl. trees fitted by eagle_core.tree_fit)
 from eagle_core.engine import default_config as _default_config  # noqa: E402
 from eagle_core.fair_lock import FairLock  # noqa: E402
+from eagle_core.lab import lab_plan  # noqa: E402
 
 try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
@@ -193,33 +194,78 @@ LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a sho
 LAB_MAX_PROMPTS = 10
 
 
-def lab_figures(report: dict | None) -> tuple:
-    """The Paper lab's panels from a lab report: input kinds, data phases, tree vs chain, tree sizes, positions
-    heatmap, reliability curve, accepted-length histogram."""
+LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
+LAB_MEASURED = ("inputs", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")   # what a recompute redraws
+LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(_default_config("cpu"))]   # the generations of a recompute
+
+
+def lab_figures(report: dict | None) -> dict:
+    """The Paper lab's panels from a lab report: input kinds (figure + table), data phases, tree vs chain, tree
+    sizes, positions heatmap, reliability curve, accepted-length histograms (EAGLE-1's tree; the benchmark's
+    configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
-        return empty, "", empty, "", empty, empty, empty
-    return (vl.compare_runs(report["inputs"], "What the head sees: τ per input kind (chain of 5)",
-                            report.get("plain")),
-            vl.data_table(report.get("data") or {}),
-            vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain", report.get("plain")),
-            vl.sizes_table(report.get("tree_sizes")),
-            vl.position_heatmap(report["positions"]),
-            vl.reliability(report["calibration"], report.get("calibration_error")),
-            vl.accept_histogram(report["histogram"]))
+        return {"inputs": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "", "heat": empty,
+                "rel": empty, "hist": empty, "bench_hist": empty}
+    bench = report.get("bench_histogram")
+    return {"inputs": vl.input_kinds(report["inputs"]),
+            "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
+                         + vl.inputs_finding(report["inputs"]),
+            "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
+            "tree": vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain",
+                                    report.get("plain")),
+            "sizes": vl.sizes_table(report.get("tree_sizes")),
+            "heat": vl.position_heatmap(report["positions"]),
+            "rel": vl.reliability(report["calibration"], report.get("calibration_error"), vl.PAPER_CALIBRATION),
+            "hist": vl.accept_histogram(report["histogram"], "EAGLE-1's 25-node tree"),
+            "bench_hist": vl.accept_histogram(bench, f"the benchmark's configuration ({bench['config']})")
+            if bench else views.common.empty_figure("Not in this lab report; press Recompute")}
 
 
 def lab_source(report: dict | None) -> str:
     if not report:
         return ""
     return (f"Measured by `{report.get('command')}` on {report.get('date')}: {report.get('n_prompts')} prompts, "
-            f"{report.get('max_new_tokens')} new tokens each, T = 0, the shipped heads.")
+            f"{report.get('max_new_tokens')} new tokens each, T = 0.")
+
+
+def lab_cost_note(report: dict | None) -> str:
+    """What a live recompute will run, and what the shipped run took per generation (measured, not guessed)."""
+    note = f"A live recompute runs {len(LAB_PLAN_NAMES)} generations per prompt ({LAB_LIVE_TOKENS} new tokens each)"
+    if report and report.get("wall_s") and report.get("n_prompts"):
+        per = report["wall_s"] / (report["n_prompts"] * len(LAB_PLAN_NAMES))
+        note += (f"; the shipped run took {per:.1f} s per generation of {report.get('max_new_tokens')} tokens "
+                 f"(model loading included) on the machine that wrote it")
+    return note + "."
+
+
+_LAB_HEADS_LOCK = threading.Lock()
+
+
+def lab_heads() -> list[str]:
+    """Load the lab's four ablation heads next to the shipped ones on first use (MODEL.heads[spec]); a head that
+    does not fit this target (e.g. the tiny test target) is replaced by a random one of its kind. Returns the
+    specs that are random stand-ins."""
+    from eagle_core.head import ABLATION_KINDS, HeadLoadError, random_head, resolve_head
+    target, heads = MODEL.require()
+    with _LAB_HEADS_LOCK:
+        for spec, (shift, inputs) in ABLATION_KINDS.items():
+            if spec in heads:
+                continue
+            try:
+                heads[spec] = resolve_head(spec, target)
+            except HeadLoadError as exc:
+                log.warning("lab head %s: %s", spec, exc)
+                heads[spec] = random_head(target, shift, inputs=inputs)
+                heads[spec].path = f"random:{spec}"
+    return [s for s in ABLATION_KINDS if str(getattr(heads[s], "path", "")).startswith("random:")]
 
 
 def on_lab_recompute(text, n, progress=gr.Progress()):
-    """EAGLE-2's observations and the histogram, live: EAGLE-1's 25-node tree on the typed prompts, one cycle
-    per model turn (other sessions interleave)."""
+    """Every measured panel, live on the typed prompts: the lab's plan (eagle_core.lab.lab_plan) one generation
+    after another, one cycle per model turn (other sessions interleave), then the same assembly as the CLI."""
     import eagle_core.lab as L
+    keep = (gr.update(),) * len(LAB_MEASURED)
     try:
         prompts = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
         try:
@@ -235,32 +281,37 @@ def on_lab_recompute(text, n, progress=gr.Progress()):
         if any(len(p) > 2000 for p in prompts):
             raise UserError("Keep each prompt under 2,000 characters.")
         MODEL.require()
+        yield keep + ("⏳ Loading the lab's four ablation heads…",)
+        stand_ins = lab_heads()
         speed = _default_config(MODEL.target.device.type)
-        from eagle_core.engine import DecodeConfig
-        cfg = DecodeConfig(draft="static", tree="mc_sim_7b_63", max_new_tokens=64, record_topk=0,
-                           draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype)
-        keep = (gr.update(),) * 3
+        base = dataclasses.replace(speed, max_new_tokens=LAB_LIVE_TOKENS, record_topk=0)
+        plan = lab_plan(base)
         waiting = lambda ahead, w: keep + (queue_note(ahead, w),)   # noqa: E731
-        recs, owner = [], []
-        for k, prompt in enumerate(prompts):
-            progress(k / len(prompts), desc=f"prompt {k + 1} of {len(prompts)}")
-            yield keep + (f"⏳ Decoding prompt {k + 1} of {len(prompts)} with EAGLE-1's 25-node tree…",)
-            rs = yield from decode_in_turns(cfg, "shifted", prompt, waiting)
-            recs += rs
-            owner += [f"prompt {k + 1}"] * len(rs)
-        pos = L.position_acceptance(recs, prompt_of=lambda i: owner[i])
-        cal = {"q": L.calibration(recs, kind="q"), "path": L.calibration(recs, kind="path")}
-        err = {k: L.calibration_error(v) for k, v in cal.items()}
-        hist = L.accept_length_histogram(recs)
-        yield (vl.position_heatmap(pos), vl.reliability(cal, err), vl.accept_histogram(hist),
-               f"Recomputed live on {len(prompts)} prompts{note}: {hist['cycles']} cycles.")
+        runs, total, done = {}, len(plan) * len(prompts), 0
+        for name, spec, cfg in plan:
+            runs[name] = []
+            for k, prompt in enumerate(prompts):
+                progress(done / total, desc=f"{name}: prompt {k + 1} of {len(prompts)}")
+                yield keep + (f"⏳ Generation {done + 1} of {total}: {name}, prompt {k + 1} of {len(prompts)}…",)
+                rs = yield from decode_in_turns(cfg, spec or "shifted", prompt, waiting)
+                runs[name].append((f"prompt {k + 1}", rs))
+                done += 1
+        from eagle_core.head import ABLATION_HEADS
+        cards = {s: L.read_card(ABLATION_HEADS[s]) for s in L.INPUT_KINDS.values() if s not in stand_ins}
+        report = L.assemble(runs, plan, cards)
+        figs = lab_figures(report)
+        msg = (f"Recomputed live on {len(prompts)} prompt{'s' if len(prompts) > 1 else ''}{note}, "
+               f"{LAB_LIVE_TOKENS} new tokens each, T = 0: {total} generations.")
+        if stand_ins:
+            msg += f" ⚠ Random stand-ins (the trained heads do not fit this target): {', '.join(stand_ins)}."
+        yield tuple(figs[k] for k in LAB_MEASURED) + (msg,)
     except UserError as exc:
-        yield gr.update(), gr.update(), gr.update(), f"❌ {exc}"
+        yield keep + (f"❌ {exc}",)
     except GeneratorExit:
         raise
     except Exception as exc:
         traceback.print_exc()
-        yield gr.update(), gr.update(), gr.update(), f"❌ Something went wrong: {type(exc).__name__}"
+        yield keep + (f"❌ Something went wrong: {type(exc).__name__}",)
 
 
 def on_lab_session(state):
@@ -272,7 +323,8 @@ def on_lab_session(state):
         return gr.update(), "This session has no drafting cycles yet: Step or Run in the Lens tab first."
     whose = "This session's" if state.get("source") == "live" else "The recorded run's (shown until you Step or Run)"
     n = hist["cycles"]
-    return vl.accept_histogram(hist), f"{whose} {n} cycle{'' if n == 1 else 's'}, with the Lens tab's settings."
+    return (vl.accept_histogram(hist, "this session's cycles"),
+            f"{whose} {n} cycle{'' if n == 1 else 's'}, with the Lens tab's settings.")
 
 
 def trace_for(settings: dict) -> dict | None:
@@ -1083,7 +1135,7 @@ def build_demo() -> gr.Blocks:
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
         banner = gr.Markdown(model_banner()[0], elem_id="el-banner")
         timer = gr.Timer(1.0)
-        with gr.Tabs() as tabs:
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # a phone shows every tab, no "⋯" menu
             with gr.Tab("Lens", id="lens"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=300):
@@ -1178,37 +1230,46 @@ def build_demo() -> gr.Blocks:
                         walk_fig = gr.Plot(w_fig0, label="Live view")
             with gr.Tab("Paper lab", id="lab"):
                 lab0 = lab_figures(LAB)
-                gr.Markdown("The papers' findings, measured on this app's real model and heads. "
-                            + lab_source(LAB) + " " + vl.PAPER_NUMBERS_NOTE)
+                gr.Markdown("The papers' findings, measured on this app's real model and heads, beside the papers' "
+                            "own numbers. " + lab_source(LAB) + " " + vl.PAPER_NUMBERS_NOTE)
                 gr.Markdown("### 1. What the draft head should see\n" + vl.PAPER["inputs"]
-                            + " Here: the two shipped heads. The shifted token tells the head which branch the "
-                              "sampling took, so it accepts more at every depth. (Feature-only and token-only heads "
-                              "are not trained yet.)")
-                gr.Plot(lab0[0], label="Input kinds")
+                            + "\n\n**Here:** four heads trained from scratch with one recipe and one budget, "
+                              "differing only in what they read, each drafting a chain of 5 (T = 0). "
+                              "The shipped heads the Lens tab uses were trained longer.")
+                lab_inputs = gr.Plot(lab0["inputs"], label="Input kinds")
+                lab_inputs_md = gr.Markdown(lab0["inputs_md"])
                 gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]
-                            + " Here: the shipped heads' training phases, from their training cards.")
-                gr.Markdown(lab0[1])
+                            + "\n\n**Here:** the shipped heads' training phases, from their training cards.")
+                gr.Markdown(lab0["data"])
                 gr.Markdown("### 3. A tree against a chain, and how big a tree\n" + vl.PAPER["tree"]
-                            + " A tree spends its tokens on a second guess where the first is unsure; a chain "
-                              "bets everything on one path. A CPU pays for every verified token, so its best tree "
-                              "is small; a GPU verifies a wide tree almost for free.")
+                            + "\n\n**Here:** A tree spends its tokens on a second guess where the first is unsure; a "
+                              "chain bets everything on one path. A CPU pays for every verified token, so its best "
+                              "tree is small; a GPU verifies a wide tree almost for free.")
                 with gr.Row():
-                    gr.Plot(lab0[2], label="Tree vs chain")
-                    gr.Markdown(lab0[3])
+                    lab_tree = gr.Plot(lab0["tree"], label="Tree vs chain")
+                    gr.Markdown(lab0["sizes"])
                 gr.Markdown("### 4. EAGLE-2: acceptance depends on position and context; confidence predicts it\n"
-                            + vl.PAPER["positions"] + " " + vl.PAPER["calibration"])
-                lab_heat = gr.Plot(lab0[4], label="Acceptance per tree position and prompt")
-                lab_rel = gr.Plot(lab0[5], label="Reliability")
-                gr.Markdown("### 5. How many tokens a cycle accepts")
-                lab_hist = gr.Plot(lab0[6], label="Accepted length")
+                            + vl.PAPER["positions"] + "\n\n" + vl.PAPER["calibration"]
+                            + "\n\n**Here:** EAGLE-1's 25-node tree, every cycle of every prompt.")
+                lab_heat = gr.Plot(lab0["heat"], label="Acceptance per tree position and prompt")
+                lab_rel = gr.Plot(lab0["rel"], label="Reliability")
+                gr.Markdown("### 5. How many tokens a cycle accepts\nThe per-position histogram serving-engine users "
+                            "ask for: EAGLE-1's tree, the configuration the benchmark runs, and this session's own "
+                            "cycles (button below).")
+                with gr.Row():
+                    lab_hist = gr.Plot(lab0["hist"], label="Accepted length (EAGLE-1's tree)")
+                    lab_bench_hist = gr.Plot(lab0["bench_hist"], label="Accepted length (benchmark configuration)")
                 with gr.Row():
                     lab_prompts = gr.Textbox(LAB_PROMPTS, lines=4, label="Prompts for a live recompute (one per line)",
                                              scale=3)
-                    lab_n = gr.Slider(1, LAB_MAX_PROMPTS, value=4, step=1, label="Recompute on N prompts", scale=1)
+                    lab_n = gr.Slider(1, LAB_MAX_PROMPTS, value=2, step=1, label="Recompute on N prompts", scale=1)
                 with gr.Row():
-                    lab_btn = gr.Button("Recompute panels 4-5 live", variant="primary", elem_id="el-lab")
+                    lab_btn = gr.Button("Recompute panels 1, 3, 4, 5 live", variant="primary", elem_id="el-lab")
                     lab_session_btn = gr.Button("Histogram of this session's cycles")
-                lab_msg = gr.Markdown("")
+                lab_session_hist = gr.Plot(views.common.empty_figure("Step or Run in the Lens tab, then press "
+                                                                     "“Histogram of this session's cycles”"),
+                                           label="Accepted length (this session)")
+                lab_msg = gr.Markdown(lab_cost_note(LAB))
 
         cfg_inputs = [temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new]
         outs = [text, cards, cycle, tree, node, probs, mask, stats, status, state]
@@ -1244,9 +1305,10 @@ def build_demo() -> gr.Blocks:
                       **model_kw)
         prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
                       **model_kw)
-        lab_btn.click(on_lab_recompute, [lab_prompts, lab_n], [lab_heat, lab_rel, lab_hist, lab_msg],
+        lab_btn.click(on_lab_recompute, [lab_prompts, lab_n],
+                      [lab_inputs, lab_inputs_md, lab_tree, lab_heat, lab_rel, lab_hist, lab_bench_hist, lab_msg],
                       api_name="lab_recompute", **model_kw)
-        lab_session_btn.click(on_lab_session, [state], [lab_hist, lab_msg], api_name="lab_session",
+        lab_session_btn.click(on_lab_session, [state], [lab_session_hist, lab_msg], api_name="lab_session",
                               concurrency_limit=None)
         walk.change(on_walk_select, [walk], [walk_md, walk_fig, walk_msg], api_name="walk_select")
         walk_live.click(on_walk_live, [walk], [walk_fig, walk_msg], api_name="walk_live", **model_kw)

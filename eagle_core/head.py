@@ -202,6 +202,8 @@ class EagleHead(nn.Module):
         d = self.config.to_dict()
         d.update(architectures=["EagleHead"], bias=bool(getattr(self.config, "bias", True)),
                  eagle_shift=self.shift, eagle_inputs=self.inputs, num_hidden_layers=1)
+        if dtype is not None:   # what the file holds (loading casts to the target's dtype)
+            d["dtype"] = str(dtype).replace("torch.", "")
         d.update(extra or {})
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(d, f, indent=2, sort_keys=True)

@@ -14,6 +14,8 @@ app's own session cycles and the tests' synthetic records:
                         the path's cumulative draft probability against whether the whole path was accepted.
   accept_length_histogram  how many drafted tokens each cycle accepted (0..D): the per-position histogram
                         serving-engine users ask for, with alpha_k per depth beside it.
+  input_kind_entry      EAGLE's input ablation: one head per input kind (head.py ABLATION_HEADS, one recipe and
+                        one budget), decoded as a chain of 5, beside its training card's teacher-forced n-alpha.
 """
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ def calibration_error(curve: list[dict]) -> float | None:
 
 def accept_length_histogram(records) -> dict:
     """{"counts": [cycles that accepted 0, 1, ..., D drafted tokens], "alpha": [alpha_k per depth],
-    "cycles": n}: alpha_k as the benchmark counts it (bench.depth_counts): of the cycles whose first k drafts
+    "reached": [cycles that reached depth k, the denominator of alpha_k], "cycles": n}: alpha_k as the benchmark counts it (bench.depth_counts): of the cycles whose first k drafts
     were accepted and whose tree had a depth k+1, the share that accepted depth k+1 too."""
     from .bench import depth_counts
     cycles = [(_get(r, "accept_length", len(_get(r, "accepted_path", []))),
@@ -135,7 +137,7 @@ def accept_length_histogram(records) -> dict:
         counts[L] += 1
     reached, accepted = depth_counts(cycles)
     return {"counts": counts, "alpha": [a / r if r else None for r, a in zip(reached, accepted)],
-            "cycles": len(cycles)}
+            "reached": reached, "cycles": len(cycles)}
 
 
 # ============================================================================ training cards (EAGLE's data ablation)
@@ -156,7 +158,47 @@ def card_phases(card: dict) -> list[dict]:
     return out[::-1]
 
 
-# ============================================================================ running (the CLI)
+# ============================================================================ EAGLE's input ablation
+# the four input kinds of EAGLE's ablation -> the lab's heads (head.ABLATION_HEADS), in the paper's order
+INPUT_KINDS = {"feature & shifted token": "ablation-shifted", "feature & unshifted token": "ablation-unshifted",
+               "token only": "token-only", "feature only": "feature-only"}
+
+
+def heldout_of(card: dict | None) -> dict | None:
+    """A training card's held-out, teacher-forced numbers: EAGLE's n-alpha (alpha[n]: acceptance when n of the
+    head's feature inputs are its own earlier predictions), chain tau, and the budget it was trained with."""
+    if not card:
+        return None
+    m = card.get("final_heldout_metrics") or {}
+    return {"alpha": m.get("alpha"), "tau_chain": m.get("tau_chain"), "top1": m.get("top1"),
+            "tokens_seen": card.get("tokens_seen"), "epochs": card.get("epochs"),
+            "train_s": (card.get("wall_time_s") or {}).get("train"),
+            "conversations": (card.get("data") or {}).get("conversations"),
+            "tokens": (card.get("data") or {}).get("tokens")}
+
+
+def input_kind_entry(summary: dict, plain: dict | None, card: dict | None) -> dict:
+    """One bar of the input-kind panel: the decode summary, its speed against plain decoding in the same run,
+    and the head's held-out card numbers."""
+    out = dict(summary)
+    base = (plain or {}).get("tokens_per_s")
+    out["speedup"] = summary["tokens_per_s"] / base if base and summary.get("tokens_per_s") else None
+    out["heldout"] = heldout_of(card)
+    return out
+
+
+def read_card(folder: str) -> dict | None:
+    """A head folder's training.json, or None."""
+    import json
+    import os
+    try:
+        with open(os.path.join(folder, "training.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+# ============================================================================ running (the CLI and the app)
 def decode_records(target, head, cfg, prompts, progress=None) -> list[tuple[str, list]]:
     """[(prompt id, records)] of one generation per prompt with this config (lean records, no top-k lists)."""
     from .engine import stream
@@ -170,16 +212,70 @@ def decode_records(target, head, cfg, prompts, progress=None) -> list[tuple[str,
 
 
 def run_summary(runs) -> dict:
-    """tau, seconds per cycle and per-depth acceptance of a list of (prompt id, records)."""
+    """tau, seconds per cycle and per-depth acceptance of a list of (prompt id, records) (objects or dicts)."""
     recs = [r for _, rs in runs for r in rs]
-    new = sum(rs[-1].total_new_tokens for _, rs in runs if rs)
-    fw = sum(rs[-1].target_forwards for _, rs in runs if rs)
+    new = sum(_get(rs[-1], "total_new_tokens") for _, rs in runs if rs)
+    fw = sum(_get(rs[-1], "target_forwards") for _, rs in runs if rs)
     cyc = drafting_cycles(recs)
-    secs = sum(r.draft_seconds + r.verify_seconds + r.other_seconds for r in cyc)
+    spent = lambda r: _get(r, "draft_seconds") + _get(r, "verify_seconds") + _get(r, "other_seconds")  # noqa: E731
+    secs = sum(spent(r) for r in cyc)
+    total = sum(spent(r) for r in recs)
     h = accept_length_histogram(recs)
     return {"tau": new / fw if fw else None, "cycles": len(cyc), "ms_per_cycle": 1e3 * secs / len(cyc) if cyc else None,
-            "tokens_per_s": new / sum(r.draft_seconds + r.verify_seconds + r.other_seconds for r in recs)
-            if recs else None, "alpha": h["alpha"], "accept_length_counts": h["counts"]}
+            "tokens_per_s": new / total if total else None, "alpha": h["alpha"], "reached": h["reached"],
+            "accept_length_counts": h["counts"]}
+
+
+TREE_OF_5 = "smollm2-cpu-tree"     # the lesson's 5-node tree, against a chain of the same 5 drafted tokens
+
+
+def lab_plan(base) -> list[tuple[str, str | None, object]]:
+    """Every generation the lab runs per prompt: (run name, head spec or None for plain decoding, DecodeConfig).
+    `base` is the device's speed configuration (engine.default_config), which the benchmark runs too."""
+    from dataclasses import replace
+    chain5 = replace(base, draft="chain", depth=5)
+    return ([("plain", None, replace(base, draft="vanilla"))]
+            + [(f"inputs/{kind}", spec, chain5) for kind, spec in INPUT_KINDS.items()]
+            + [("chain of 5", "shifted", chain5),
+               (f"tree of 5 ({TREE_OF_5})", "shifted", replace(base, draft="static", tree=TREE_OF_5)),
+               ("positions", "shifted", replace(base, draft="static", tree="mc_sim_7b_63")),
+               ("bench", "shifted", base)])
+
+
+def assemble(runs: dict, plan, cards: dict, tree_sizes: dict | None = None, data: dict | None = None) -> dict:
+    """The lab report (what assets/lab.json holds and the app paints) from {run name: [(prompt id, records)]}.
+    cards: {head spec: training card} of the ablation heads."""
+    report = {"plain": run_summary(runs["plain"])}
+    report["inputs"] = {name.split("/", 1)[1]: input_kind_entry(run_summary(runs[name]), report["plain"],
+                                                                 cards.get(spec))
+                        for name, spec, _ in plan if name.startswith("inputs/")}
+    report["data"] = data
+    report["tree_vs_chain"] = {name: run_summary(runs[name]) for name, _, _ in plan
+                               if name.startswith(("chain of 5", "tree of 5"))}
+    report["tree_sizes"] = tree_sizes
+    ids = [pid for pid, rs in runs["positions"] for _ in rs]
+    recs = [r for _, rs in runs["positions"] for r in rs]
+    report["positions"] = position_acceptance(recs, prompt_of=lambda i: ids[i])
+    report["calibration"] = {"q": calibration(recs, kind="q"), "path": calibration(recs, kind="path")}
+    report["calibration_error"] = {k: calibration_error(v) for k, v in report["calibration"].items()}
+    report["histogram"] = accept_length_histogram(recs)
+    bench_cfg = next(cfg for name, _, cfg in plan if name == "bench")
+    report["bench_histogram"] = {**accept_length_histogram([r for _, rs in runs["bench"] for r in rs]),
+                                 "config": f"eagle-static, tree {bench_cfg.tree}"}
+    return report
+
+
+def tree_sizes_of(path: str) -> dict | None:
+    """The CPU tree fit's candidates (tree_fit.py's JSON): size, depth, fitted tau, cycle time, modelled speed."""
+    import json
+    try:
+        with open(path) as f:
+            fit = json.load(f)
+        return {"fitted_on": fit.get("fitted_on"), "date": fit.get("date"),
+                "candidates": [{k: c[k] for k in ("nodes", "depth", "tau_fit", "cycle_ms", "tokens_per_s_model")}
+                               for c in fit["candidates"]]}
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
 
 
 def main(argv=None) -> int:
@@ -204,56 +300,29 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from .engine import default_config
-    from .head import SHIPPED_HEADS, resolve_head
+    from .head import ABLATION_HEADS, SHIPPED_HEADS, resolve_head
     from .target import load_target
     from .tree_fit import TREES_DIR
+    missing = [s for s in INPUT_KINDS.values() if not os.path.exists(os.path.join(ABLATION_HEADS[s], "config.json"))]
+    if missing:
+        print(f"error: the ablation heads {missing} are not in assets/heads/ablation (train them with "
+              f"python -m eagle_core.train --inputs ... --out assets/heads/ablation/NAME; see README)", file=sys.stderr)
+        return 2
     t0 = time.time()
     target = load_target()
-    heads = {s: resolve_head(s, target) for s in ("shifted", "unshifted")}
     base = replace(default_config(target.device.type), max_new_tokens=args.max_new_tokens, record_topk=0)
-
-    def say(what):
-        return lambda k, n: print(f"[{what}] {k}/{n}", file=sys.stderr, flush=True)
-
+    plan = lab_plan(base)
+    heads = {spec: resolve_head(spec, target) for _, spec, _ in plan if spec}
+    runs = {}
+    for name, spec, cfg in plan:
+        say = lambda k, n, name=name: print(f"[{name}] {k}/{n}", file=sys.stderr, flush=True)  # noqa: E731
+        runs[name] = decode_records(target, heads.get(spec), cfg, prompts, say)
     report = {"command": "python -m eagle_core.lab " + " ".join(sys.argv[1:] if argv is None else argv),
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "target": target.name,
               "prompts": args.prompts, "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens}
-    # 1. what the head sees: shifted vs unshifted (feature-only and token-only heads are not trained yet)
-    report["plain"] = run_summary(decode_records(target, None, replace(base, draft="vanilla"), prompts,
-                                                 say("plain decoding")))
-    inputs = {}
-    for shift in ("shifted", "unshifted"):
-        cfg = replace(base, draft="chain", depth=5)
-        inputs[f"feature & {shift} token"] = run_summary(decode_records(target, heads[shift], cfg, prompts,
-                                                                        say(f"chain of 5, {shift} head")))
-    report["inputs"] = inputs
-    # 2. fixed data vs the target's own answers: the shipped heads' training cards
-    report["data"] = {s: card_phases(json.load(open(os.path.join(SHIPPED_HEADS[s], "training.json"))))
-                      for s in ("shifted", "unshifted")}
-    # 3. tree vs chain at equal drafted tokens (5; the chain run is the shifted head's above), and tree size vs
-    # tau vs time from the CPU tree fit
-    tree_cfg = replace(base, draft="static", tree="smollm2-cpu-tree")
-    tvc = {"chain of 5": inputs["feature & shifted token"],
-           "tree of 5 (smollm2-cpu-tree)": run_summary(decode_records(target, heads["shifted"], tree_cfg, prompts,
-                                                                      say("tree of 5")))}
-    report["tree_vs_chain"] = tvc
-    try:
-        with open(os.path.join(TREES_DIR, "smollm2-cpu.json")) as f:
-            fit = json.load(f)
-        report["tree_sizes"] = {"fitted_on": fit.get("fitted_on"), "date": fit.get("date"),
-                                "candidates": [{k: c[k] for k in ("nodes", "depth", "tau_fit", "cycle_ms",
-                                                                  "tokens_per_s_model")} for c in fit["candidates"]]}
-    except (OSError, KeyError, ValueError):
-        report["tree_sizes"] = None
-    # 4-5. EAGLE-2's observations on EAGLE-1's 25-node tree, and the per-position histogram
-    big = decode_records(target, heads["shifted"], replace(base, draft="static", tree="mc_sim_7b_63"), prompts,
-                         say("positions"))
-    ids = [pid for pid, rs in big for _ in rs]
-    recs = [r for _, rs in big for r in rs]
-    report["positions"] = position_acceptance(recs, prompt_of=lambda i: ids[i])
-    report["calibration"] = {"q": calibration(recs, kind="q"), "path": calibration(recs, kind="path")}
-    report["calibration_error"] = {k: calibration_error(v) for k, v in report["calibration"].items()}
-    report["histogram"] = accept_length_histogram(recs)
+    data = {s: card_phases(read_card(SHIPPED_HEADS[s]) or {}) for s in ("shifted", "unshifted")}
+    report.update(assemble(runs, plan, {s: read_card(ABLATION_HEADS[s]) for s in INPUT_KINDS.values()},
+                           tree_sizes_of(os.path.join(TREES_DIR, "smollm2-cpu.json")), data))
     report["wall_s"] = round(time.time() - t0, 1)
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)

@@ -386,17 +386,23 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles):
 
 
 def test_paper_lab_live_recompute_and_session_histogram(client):
-    """The Paper lab tab: a live recompute on two prompts redraws panels 4-5; bad input is answered in the page;
-    the session histogram reads this session's own cycles."""
-    heat, rel, hist, msg = client.predict("Say hi.\nCount to three.", 2, api_name="/lab_recompute")
-    assert msg.startswith("Recomputed live on 2 prompts") and "cycles" in msg
+    """The Paper lab tab: a live recompute on two prompts redraws every measured panel (the four input kinds with
+    random stand-ins on the tiny target, said so); bad input is answered in the page; the session histogram reads
+    this session's own cycles."""
+    inputs, table, tree, heat, rel, hist, bench_hist, msg = client.predict("Say hi.\nCount to three.", 2,
+                                                                           api_name="/lab_recompute")
+    assert msg.startswith("Recomputed live on 2 prompts") and f"{2 * len(app.LAB_PLAN_NAMES)} generations" in msg
+    assert "Random stand-ins" in msg and "token-only" in msg                     # the tiny target: said, not hidden
+    names = {t.get("name") for t in plot(inputs)["data"]}
+    assert {"feature & shifted token", "feature & unshifted token", "token only", "feature only"} <= names
+    assert "| token only |" in table and "1.5×" in table and "What it shows" in table   # the paper's Fig. 4 beside
+    assert len(plot(tree)["data"][0]["x"]) == 2
     assert plot(heat)["data"][0]["type"] == "heatmap"
     assert any("calibration" in (t.get("name") or "") for t in plot(rel)["data"])
-    assert plot(hist)["data"][0]["type"] == "bar"
+    assert any("Fig. 6" in (t.get("name") or "") for t in plot(rel)["data"])      # the paper's two points
+    assert plot(hist)["data"][0]["type"] == "bar" and "benchmark" in plot(bench_hist)["layout"]["title"]["text"]
     *_, msg = client.predict("   ", 3, api_name="/lab_recompute")
     assert msg.startswith("❌") and "at least one prompt" in msg
-    *_, msg = client.predict("One prompt only.", 5, api_name="/lab_recompute")
-    assert "asked for 5; ran 1" in msg                                           # what was cut is said
     _, msg = client.predict(api_name="/lab_session")
     assert msg.startswith("The recorded run's") or "no drafting cycles yet" in msg   # before any Step: not "live"
     step(client)
@@ -405,12 +411,21 @@ def test_paper_lab_live_recompute_and_session_histogram(client):
     assert msg.startswith("This session's 1 cycle,") and plot(hist)["data"][0]["type"] == "bar"
 
 
+def test_paper_lab_cut_prompt_count_is_said(client):
+    """Asking for more prompts than typed runs what there is, and says so."""
+    *_, msg = client.predict("One prompt only.", 5, api_name="/lab_recompute")
+    assert "asked for 5; ran 1" in msg
+
+
 def test_paper_lab_paints_from_the_shipped_json():
     if app.LAB is None:
         pytest.skip("no assets/lab.json shipped")
     figs = app.lab_figures(app.LAB)
-    assert len(figs) == 7
-    assert figs[4].data[0].type == "heatmap" and len(figs[4].data[0].x) > 5         # EAGLE-1's tree positions
-    assert "phase" in figs[1] and "target’s own answers" in figs[1]
-    assert "fastest" in figs[3]
+    assert figs["heat"].data[0].type == "heatmap" and len(figs["heat"].data[0].x) > 5   # EAGLE-1's tree positions
+    assert "phase" in figs["data"] and "target’s own answers" in figs["data"]
+    assert "fastest" in figs["sizes"]
+    kinds = {t.name for t in figs["inputs"].data if t.showlegend is not False}
+    assert kinds == {"feature & shifted token", "feature & unshifted token", "token only", "feature only"}
+    assert "held-out 0-α" in figs["inputs_md"] and "What it shows" in figs["inputs_md"]
+    assert "benchmark" in figs["bench_hist"].layout.title.text
     assert "Measured by `python -m eagle_core.lab" in app.lab_source(app.LAB)

@@ -111,6 +111,7 @@ def test_single_input_head_fp16_round_trip_and_mismatch(tiny_target, tmp_path):
     assert load_file(str(tmp_path / "t" / "model.safetensors"))["fc.weight"].dtype == torch.float16
     back = load_head(str(tmp_path / "t"), tiny_target)
     assert back.inputs == "token" and back.fc.weight.dtype == torch.float32
+    assert json.loads((tmp_path / "t" / "config.json").read_text())["dtype"] == "float16"
     torch.testing.assert_close(_outputs(head, 64), _outputs(back, 64), atol=2e-3, rtol=2e-3)
     cfg_path = tmp_path / "t" / "config.json"
     d = json.loads(cfg_path.read_text())

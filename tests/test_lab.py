@@ -93,7 +93,8 @@ def test_accept_length_histogram_and_alpha():
     h = lab.accept_length_histogram(recs)
     assert h["counts"] == [1, 2, 1] and h["cycles"] == 4
     assert h["alpha"] == [pytest.approx(3 / 4), pytest.approx(1 / 3)]      # depth 2 reached only via node 1 or 2
-    assert lab.accept_length_histogram([]) == {"counts": [], "alpha": [], "cycles": 0}
+    assert h["reached"] == [4, 3]                                            # the denominators of alpha
+    assert lab.accept_length_histogram([]) == {"counts": [], "alpha": [], "reached": [], "cycles": 0}
 
 
 def test_card_phases_oldest_first_and_self_generated_data():
@@ -136,3 +137,77 @@ def test_lab_figures_render_from_a_report():
     runs = {"chain of 5": {"tau": 1.8, "ms_per_cycle": 60.0}, "tree of 5": {"tau": 2.0, "ms_per_cycle": 58.0}}
     c = views_lab.compare_runs(runs, "tree vs chain")
     assert "τ=2.00" in c.data[0].text[1] and "58 ms" in c.data[0].text[1]
+
+
+def test_input_kind_entry_speed_and_card():
+    card = {"tokens_seen": 3_400_000, "epochs": 2.0, "wall_time_s": {"train": 700.0},
+            "data": {"conversations": 4100, "tokens": 1_700_000},
+            "final_heldout_metrics": {"alpha": [0.5, 0.4, 0.3], "tau_chain": 1.9, "top1": 0.5}}
+    e = lab.input_kind_entry({"tau": 1.6, "tokens_per_s": 45.0}, {"tokens_per_s": 30.0}, card)
+    assert e["speedup"] == pytest.approx(1.5) and e["heldout"]["alpha"][:2] == [0.5, 0.4]
+    assert e["heldout"]["tokens"] == 1_700_000
+    assert lab.input_kind_entry({"tau": 1.0, "tokens_per_s": 10.0}, None, None)["speedup"] is None
+
+
+def test_assemble_builds_every_panel_from_named_runs():
+    """The lab's plan run on synthetic records (one per name) gives the report the app paints."""
+    from eagle_core.engine import default_config
+    plan = lab.lab_plan(default_config("cpu"))
+    names = [n for n, _, _ in plan]
+    assert names[0] == "plain" and sum(n.startswith("inputs/") for n in names) == 4 and "positions" in names
+    q = {1: 0.6, 2: 0.3, 3: 0.5}
+    good = [cycle(1, q, [1, 3]), cycle(2, q, [1])]
+    bad = [cycle(1, q, []), cycle(2, q, [])]
+    for r, secs in zip(good + bad, (1.0, 1.0, 1.0, 1.0)):
+        r.verify_seconds = secs
+    good[-1].total_new_tokens, bad[-1].total_new_tokens = 6, 4
+    runs = {n: [("p1", bad if n in ("plain", "inputs/token only") else good)] for n in names}
+    rep = lab.assemble(runs, plan, {"token-only": {"final_heldout_metrics": {"alpha": [0.2, 0.1]}}})
+    assert list(rep["inputs"]) == list(lab.INPUT_KINDS)
+    assert rep["inputs"]["feature only"]["speedup"] == pytest.approx(1.5)     # 6 vs 4 tokens in the same time
+    assert rep["inputs"]["token only"]["heldout"]["alpha"] == [0.2, 0.1]
+    assert rep["inputs"]["feature only"]["heldout"] is None
+    assert len(rep["tree_vs_chain"]) == 2 and rep["histogram"]["cycles"] == 2
+    assert rep["bench_histogram"]["config"].startswith("eagle-static")
+
+
+def test_inputs_finding_says_what_the_numbers_show():
+    from views import lab as views_lab
+    paper_like = {"feature & shifted token": {"tau": 2.0}, "feature & unshifted token": {"tau": 1.6},
+                  "token only": {"tau": 1.2}, "feature only": {"tau": 1.4}}
+    s = views_lab.inputs_finding(paper_like)
+    assert "shifted token helps" in s and "as the paper finds" in s and "best input" not in s
+    reversed_ = dict(paper_like, **{"token only": {"tau": 1.5}, "feature & unshifted token": {"tau": 2.1}})
+    s = views_lab.inputs_finding(reversed_)
+    assert "Unlike the paper" in s and "does not help" in s and "best input here is feature & unshifted" in s
+    assert "slower than plain" not in s
+    slow = {k: dict(v, speedup=0.8) for k, v in paper_like.items()}
+    assert "Every chain of 5 here is slower than plain decoding (0.80-0.80×)" in views_lab.inputs_finding(slow)
+
+
+def test_shipped_ablation_heads_are_what_their_names_say():
+    """The four heads of the input ablation: each loads as its kind, and all share one recipe and one budget."""
+    import os
+    from eagle_core.head import ABLATION_HEADS, ABLATION_KINDS, load_head
+    if not all(os.path.exists(os.path.join(f, "config.json")) for f in ABLATION_HEADS.values()):
+        pytest.skip("ablation heads not shipped")
+    budgets = set()
+    for spec, (shift, inputs) in ABLATION_KINDS.items():
+        head = load_head(ABLATION_HEADS[spec])
+        card = lab.read_card(ABLATION_HEADS[spec])
+        assert (head.shift, head.inputs) == (shift, inputs) and card["kind"] == head.kind
+        assert card["initialised_from"] is None                     # from scratch
+        c = card["config"]
+        budgets.add((card["tokens_seen"], c["epochs"], c["lr"], c["batch_tokens"], c["seed"], c["conversations"]))
+    assert len(budgets) == 1
+
+
+def test_data_finding_follows_the_cards():
+    from views import lab as views_lab
+    up = {"shifted": [{"top1": 0.50, "tau_chain": 1.9, "self_generated": False},
+                      {"top1": 0.53, "tau_chain": 2.0, "self_generated": True}]}
+    s = views_lab.data_finding(up)
+    assert "0.500 → 0.530" in s and "chain τ 1.90 → 2.00" in s and "in the paper's direction" in s
+    down = {"shifted": [dict(up["shifted"][0]), dict(up["shifted"][1], top1=0.49)]}
+    assert "unlike the paper" in views_lab.data_finding(down)
+    assert views_lab.data_finding({"shifted": [up["shifted"][0]]}) == ""        # no self-generated phase: silent
