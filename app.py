@@ -195,7 +195,7 @@ LAB_MAX_PROMPTS = 10
 
 
 LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
-LAB_MEASURED = ("inputs", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")   # what a recompute redraws
+LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")   # what a recompute redraws
 LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(_default_config("cpu"))]   # the generations of a recompute
 
 
@@ -205,10 +205,10 @@ def lab_figures(report: dict | None) -> dict:
     configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
-        return {"inputs": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "", "heat": empty,
+        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "", "heat": empty,
                 "rel": empty, "hist": empty, "bench_hist": empty}
     bench = report.get("bench_histogram")
-    return {"inputs": vl.input_kinds(report["inputs"]),
+    return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
             "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
                          + vl.inputs_finding(report["inputs"]),
             "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
@@ -1236,7 +1236,10 @@ def build_demo() -> gr.Blocks:
                             + "\n\n**Here:** four heads trained from scratch with one recipe and one budget, "
                               "differing only in what they read, each drafting a chain of 5 (T = 0). "
                               "The shipped heads the Lens tab uses were trained longer.")
-                lab_inputs = gr.Plot(lab0["inputs"], label="Input kinds")
+                with gr.Row():   # two figures in a row: side by side on a laptop, stacked on a phone
+                    lab_inputs = gr.Plot(lab0["inputs"], label="Input kinds: acceptance per depth", scale=3,
+                                         min_width=340)
+                    lab_inputs_tau = gr.Plot(lab0["inputs_tau"], label="Input kinds: τ", scale=2, min_width=300)
                 lab_inputs_md = gr.Markdown(lab0["inputs_md"])
                 gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]
                             + "\n\n**Here:** the shipped heads' training phases, from their training cards.")
@@ -1306,7 +1309,7 @@ def build_demo() -> gr.Blocks:
         prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
                       **model_kw)
         lab_btn.click(on_lab_recompute, [lab_prompts, lab_n],
-                      [lab_inputs, lab_inputs_md, lab_tree, lab_heat, lab_rel, lab_hist, lab_bench_hist, lab_msg],
+                      [lab_inputs, lab_inputs_tau, lab_inputs_md, lab_tree, lab_heat, lab_rel, lab_hist, lab_bench_hist, lab_msg],
                       api_name="lab_recompute", **model_kw)
         lab_session_btn.click(on_lab_session, [state], [lab_session_hist, lab_msg], api_name="lab_session",
                               concurrency_limit=None)

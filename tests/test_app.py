@@ -389,12 +389,13 @@ def test_paper_lab_live_recompute_and_session_histogram(client):
     """The Paper lab tab: a live recompute on two prompts redraws every measured panel (the four input kinds with
     random stand-ins on the tiny target, said so); bad input is answered in the page; the session histogram reads
     this session's own cycles."""
-    inputs, table, tree, heat, rel, hist, bench_hist, msg = client.predict("Say hi.\nCount to three.", 2,
+    inputs, taus, table, tree, heat, rel, hist, bench_hist, msg = client.predict("Say hi.\nCount to three.", 2,
                                                                            api_name="/lab_recompute")
     assert msg.startswith("Recomputed live on 2 prompts") and f"{2 * len(app.LAB_PLAN_NAMES)} generations" in msg
     assert "Random stand-ins" in msg and "token-only" in msg                     # the tiny target: said, not hidden
     names = {t.get("name") for t in plot(inputs)["data"]}
     assert {"feature & shifted token", "feature & unshifted token", "token only", "feature only"} <= names
+    assert len(plot(taus)["data"]) == 4 and "plain" in plot(taus)["data"][0]["text"][0]
     assert "| token only |" in table and "1.5×" in table and "What it shows" in table   # the paper's Fig. 4 beside
     assert len(plot(tree)["data"][0]["x"]) == 2
     assert plot(heat)["data"][0]["type"] == "heatmap"
@@ -424,7 +425,7 @@ def test_paper_lab_paints_from_the_shipped_json():
     assert figs["heat"].data[0].type == "heatmap" and len(figs["heat"].data[0].x) > 5   # EAGLE-1's tree positions
     assert "phase" in figs["data"] and "target’s own answers" in figs["data"]
     assert "fastest" in figs["sizes"]
-    kinds = {t.name for t in figs["inputs"].data if t.showlegend is not False}
+    kinds = {t.name for t in figs["inputs"].data}
     assert kinds == {"feature & shifted token", "feature & unshifted token", "token only", "feature only"}
     assert "held-out 0-α" in figs["inputs_md"] and "What it shows" in figs["inputs_md"]
     assert "benchmark" in figs["bench_hist"].layout.title.text

@@ -5,7 +5,6 @@ No model code: every function takes plain dicts (eagle_core.lab's report or its 
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import ACCEPTED, DRAFT_Q, FONT, TARGET_P
 
@@ -116,41 +115,46 @@ MIN_REACHED = 20
 KIND_STYLES = [(TARGET_P, ""), (DRAFT_Q, "/"), (ACCEPTED, "x"), ("#E69F00", ".")]   # colour + a pattern per kind
 
 
-def input_kinds(inputs: dict) -> go.Figure:
-    """EAGLE's input ablation, decoded: acceptance per depth (left; of the cycles that reached a depth, the share
-    that accepted it) and tau with the speed against plain decoding (right), one colour *and* hatch per kind."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1,
-                        subplot_titles=("acceptance at each depth of the chain", "τ (tokens per target pass)"))
-    names = list(inputs)
-    few = False
-    for k, name in enumerate(names):
-        r = inputs[name]
+def input_depths(inputs: dict) -> go.Figure:
+    """EAGLE's input ablation, decoded: acceptance at each depth of the chain (of the cycles that reached a depth,
+    the share that accepted it), one colour *and* hatch per input kind; rates over few cycles are faint."""
+    few = any(n is not None and n < MIN_REACHED for r in inputs.values() for n in (r.get("reached") or []))
+    fig = go.Figure()
+    for k, (name, r) in enumerate(inputs.items()):
         colour, pattern = KIND_STYLES[k % len(KIND_STYLES)]
         alpha = list(r.get("alpha") or [])
         reached = list(r.get("reached") or [None] * len(alpha))
         # a rate over fewer than MIN_REACHED cycles is drawn faint and starred: it is mostly noise
         thin = [n is not None and n < MIN_REACHED for n in reached]
-        few = few or any(thin)
         fig.add_trace(go.Bar(x=[f"depth {d + 1}" for d in range(len(alpha))], y=[a or 0 for a in alpha],
-                             name=name, marker_color=colour, marker_pattern_shape=pattern, legendgroup=name,
+                             name=name, marker_color=colour, marker_pattern_shape=pattern,
                              marker_opacity=[0.35 if t else 1.0 for t in thin],
                              text=["-" if a is None else f"{a:.2f}" + ("*" if t else "") for a, t in zip(alpha, thin)],
                              customdata=reached, hovertemplate="%{y:.2f} of %{customdata} cycles",
-                             textposition="outside", textfont=dict(size=10), cliponaxis=False), row=1, col=1)
+                             textposition="outside", textfont=dict(size=10), cliponaxis=False))
+    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title="accepted")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15, x=0))
+    title = "What the head sees: acceptance at each depth (chain of 5)" + (
+        f"<br><sup>* faint: fewer than {MIN_REACHED} cycles reached that depth</sup>" if few else "")
+    fig = _layout(fig, title, height=460)
+    fig.update_layout(margin=dict(t=80, b=90))
+    return fig
+
+
+def input_taus(inputs: dict) -> go.Figure:
+    """EAGLE's input ablation, decoded: tau per input kind, with the speed against plain decoding in the same run."""
+    fig = go.Figure()
+    for k, (name, r) in enumerate(inputs.items()):
+        colour, pattern = KIND_STYLES[k % len(KIND_STYLES)]
         sp = r.get("speedup")
         fig.add_trace(go.Bar(x=[name.replace(" & ", " &<br>").replace(" only", "<br>only")], y=[r.get("tau") or 0],
-                             marker_color=colour, marker_pattern_shape=pattern, legendgroup=name, showlegend=False,
+                             marker_color=colour, marker_pattern_shape=pattern, name=name, showlegend=False,
                              text=[f"τ={r.get('tau') or 0:.2f}" + (f"<br>{sp:.2f}× plain" if sp else "")],
-                             textposition="outside", cliponaxis=False), row=1, col=2)
-    taus = [inputs[n].get("tau") or 1.0 for n in names]
-    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title="accepted", row=1, col=1)
-    fig.update_yaxes(range=[0, max(taus + [1.0]) * 1.35], row=1, col=2)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.18, x=0))
-    if few:
-        fig.add_annotation(x=0, y=-0.3, xref="paper", yref="paper", showarrow=False, xanchor="left",
-                           font=dict(size=11), text=f"* faint: fewer than {MIN_REACHED} cycles reached that depth")
-    fig = _layout(fig, "What the draft head should see (four heads, one recipe, one budget)", height=500)
-    fig.update_layout(margin=dict(b=120))
+                             textposition="outside", cliponaxis=False))
+    taus = [r.get("tau") or 1.0 for r in inputs.values()]
+    fig.update_yaxes(range=[0, max(taus + [1.0]) * 1.35], title="τ (tokens per target pass)")
+    fig = _layout(fig, "τ and speed against plain decoding", height=460)
+    fig.update_layout(margin=dict(t=80, b=90))
     return fig
 
 

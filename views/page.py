@@ -23,6 +23,9 @@ body.el-presenter #el-status, body.el-presenter #el-beat {font-size: 21px;}
   .el-text {font-size: 16px; line-height: 1.8;}
   .el-card {flex: 1 1 42%;}
   #el-title h1 {font-size: 26px;}
+  /* wide tables (the Paper lab's) scroll sideways instead of breaking every word into letters */
+  .prose table {display: block; overflow-x: auto; max-width: 100%;}
+  .prose th, .prose td {white-space: nowrap;}
 }
 """
 PRESENTER_JS = "(on) => { document.body.classList.toggle('el-presenter', on); window.__elFit && window.__elFit(); return on; }"
