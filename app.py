@@ -195,7 +195,8 @@ LAB_MAX_PROMPTS = 10
 
 
 LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
-LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")   # what a recompute redraws
+# the panels a live recompute redraws, in the order of its outputs
+LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")
 LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(_default_config("cpu"))]   # the generations of a recompute
 
 
@@ -205,8 +206,8 @@ def lab_figures(report: dict | None) -> dict:
     configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
-        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "", "heat": empty,
-                "rel": empty, "hist": empty, "bench_hist": empty}
+        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "",
+                "heat": empty, "rel": empty, "hist": empty, "bench_hist": empty}
     bench = report.get("bench_histogram")
     return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
             "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "

@@ -11,7 +11,7 @@ released checkpoint is ignored).
   shifted   : the pair that predicts f_{j} is (f_{j-1}, e(t_j))      -- EAGLE: the sampled token is known
   unshifted : the pair that predicts f_{j} is (f_{j-1}, e(t_{j-1}))  -- the paper's ablation
 
-`inputs` records what the head sees (EAGLE section 5, "what the draft head should see"):
+`inputs` records what the head sees (EAGLE §4.3.2, "inputs of draft models"):
   feature+token : fc([e(token), feature]) -- EAGLE (with either shift)
   feature       : fc(feature)             -- no token: it cannot know which branch the sampling took
   token         : fc(e(t_j))              -- no target feature: a one-layer language model on the target's

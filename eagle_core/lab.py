@@ -127,8 +127,9 @@ def calibration_error(curve: list[dict]) -> float | None:
 
 def accept_length_histogram(records) -> dict:
     """{"counts": [cycles that accepted 0, 1, ..., D drafted tokens], "alpha": [alpha_k per depth],
-    "reached": [cycles that reached depth k, the denominator of alpha_k], "cycles": n}: alpha_k as the benchmark counts it (bench.depth_counts): of the cycles whose first k drafts
-    were accepted and whose tree had a depth k+1, the share that accepted depth k+1 too."""
+    "reached": [cycles that reached depth k, the denominator of alpha_k], "cycles": n}: alpha_k as the benchmark
+    counts it (bench.depth_counts): of the cycles whose first k drafts were accepted and whose tree had a depth
+    k+1, the share that accepted depth k+1 too."""
     from .bench import depth_counts
     cycles = [(_get(r, "accept_length", len(_get(r, "accepted_path", []))),
                max(_get(x, "depth", 0) for x in _get(r, "nodes"))) for r in drafting_cycles(records)]
