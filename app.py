@@ -188,6 +188,26 @@ def load_lab() -> dict | None:
 
 
 LAB = load_lab()
+
+
+def load_bench_histograms(method: str = "eagle-static") -> dict:
+    """{prompt set: {"counts", "alpha", "method"}} from the shipped benchmark JSONs
+    (`python -m eagle_core.bench_sets`: assets/bench/sets_<set>_t0_cpu.json) that carry the histogram."""
+    from eagle_core.bench_sets import SETS
+    out = {}
+    for name in SETS:
+        try:
+            with open(os.path.join(HERE, "assets", "bench", f"sets_{name}_t0_cpu.json")) as f:
+                m = json.load(f)["methods"][method]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if m.get("accept_length_counts"):
+            out[name] = {"counts": m["accept_length_counts"], "alpha": m.get("accept_rate_by_depth"),
+                         "method": method}
+    return out
+
+
+BENCH_HIST = load_bench_histograms()
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
                "Why is the sky blue? Answer for a ten-year-old.\nList five uses of a paper clip.")
@@ -1258,11 +1278,15 @@ def build_demo() -> gr.Blocks:
                 lab_heat = gr.Plot(lab0["heat"], label="Acceptance per tree position and prompt")
                 lab_rel = gr.Plot(lab0["rel"], label="Reliability")
                 gr.Markdown("### 5. How many tokens a cycle accepts\nThe per-position histogram serving-engine users "
-                            "ask for: EAGLE-1's tree, the configuration the benchmark runs, and this session's own "
-                            "cycles (button below).")
+                            "ask for: from the benchmark itself (`python -m eagle_core.bench_sets --limit 20`, "
+                            "assets/bench/), from the lab's runs (EAGLE-1's tree; the benchmark's configuration on "
+                            "the lab's prompts), and from this session's own cycles (button below).")
+                if BENCH_HIST:
+                    gr.Plot(vl.bench_histograms(BENCH_HIST), label="Accepted length (the benchmark, every prompt set)")
                 with gr.Row():
                     lab_hist = gr.Plot(lab0["hist"], label="Accepted length (EAGLE-1's tree)")
-                    lab_bench_hist = gr.Plot(lab0["bench_hist"], label="Accepted length (benchmark configuration)")
+                    lab_bench_hist = gr.Plot(lab0["bench_hist"],
+                                             label="Accepted length (the benchmark's configuration, lab prompts)")
                 with gr.Row():
                     lab_prompts = gr.Textbox(LAB_PROMPTS, lines=4, label="Prompts for a live recompute (one per line)",
                                              scale=3)

@@ -429,4 +429,6 @@ def test_paper_lab_paints_from_the_shipped_json():
     assert kinds == {"feature & shifted token", "feature & unshifted token", "token only", "feature only"}
     assert "held-out 0-α" in figs["inputs_md"] and "What it shows" in figs["inputs_md"]
     assert "benchmark" in figs["bench_hist"].layout.title.text
+    if app.BENCH_HIST:   # the benchmark's own histograms (bench_sets JSONs that carry accept_length_counts)
+        assert all(sum(v["counts"]) > 0 for v in app.BENCH_HIST.values())
     assert "Measured by `python -m eagle_core.lab" in app.lab_source(app.LAB)

@@ -211,3 +211,12 @@ def test_data_finding_follows_the_cards():
     down = {"shifted": [dict(up["shifted"][0]), dict(up["shifted"][1], top1=0.49)]}
     assert "unlike the paper" in views_lab.data_finding(down)
     assert views_lab.data_finding({"shifted": [up["shifted"][0]]}) == ""        # no self-generated phase: silent
+
+
+def test_bench_histograms_one_group_per_set():
+    from views import lab as views_lab
+    fig = views_lab.bench_histograms({"mt_bench": {"counts": [6, 3, 1], "alpha": [0.4, 0.25], "method": "eagle-static"},
+                                      "gsm8k": {"counts": [2, 2], "alpha": [0.5], "method": "eagle-static"}})
+    assert [t.name.split(" (")[0] for t in fig.data] == ["mt_bench", "gsm8k"]
+    assert list(fig.data[0].y) == [0.6, 0.3, 0.1] and "10 cycles" in fig.data[0].name and "α0=0.40" in fig.data[0].name
+    assert fig.data[0].marker.pattern.shape != fig.data[1].marker.pattern.shape      # not colour alone

@@ -88,6 +88,28 @@ def accept_histogram(hist: dict, what: str = "") -> go.Figure:
     return _layout(fig, f"Accepted length per cycle ({hist.get('cycles', 0)} cycles)" + (f"<br>{what}" if what else ""))
 
 
+def bench_histograms(sets: dict) -> go.Figure:
+    """The benchmark's own accepted-length histograms, one bar group per prompt set ({set: {"counts", "alpha",
+    "method"}} from the benchmark JSONs), each set with its own colour and hatch."""
+    fig = go.Figure()
+    width = max((len(v["counts"]) for v in sets.values()), default=0)
+    for k, (name, v) in enumerate(sets.items()):
+        colour, pattern = KIND_STYLES[k % len(KIND_STYLES)]
+        total = sum(v["counts"]) or 1
+        alpha = " ".join(f"α{d}={a:.2f}" for d, a in enumerate(v.get("alpha") or []) if a is not None)
+        fig.add_trace(go.Bar(x=list(range(len(v["counts"]))), y=[c / total for c in v["counts"]],
+                             name=f"{name} ({total} cycles; {alpha})", marker_color=colour,
+                             marker_pattern_shape=pattern, text=[f"{c / total:.0%}" for c in v["counts"]],
+                             textposition="outside", cliponaxis=False))
+    fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1, range=[-0.5, width - 0.5])
+    fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, 1])
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
+    method = next((v.get("method") for v in sets.values()), "")
+    fig = _layout(fig, f"The benchmark: accepted length per cycle ({method}, per prompt set)", height=440)
+    fig.update_layout(margin=dict(b=120))
+    return fig
+
+
 def compare_runs(runs: dict, title: str, plain: dict | None = None) -> go.Figure:
     """tau (bars), ms per cycle, speed against plain decoding (when given) and alpha per depth (printed) of named
     runs: tree vs chain, or the head's input kinds."""
