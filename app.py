@@ -216,7 +216,7 @@ LAB_MAX_PROMPTS = 10
 
 LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
 # the panels a live recompute redraws, in the order of its outputs
-LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "heat", "rel", "hist", "bench_hist")
+LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "tree_md", "heat", "rel", "pos_md", "hist", "bench_hist")
 LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(_default_config("cpu"))]   # the generations of a recompute
 
 
@@ -226,8 +226,8 @@ def lab_figures(report: dict | None) -> dict:
     configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
-        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "sizes": "",
-                "heat": empty, "rel": empty, "hist": empty, "bench_hist": empty}
+        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "tree_md": "",
+                "sizes": "", "heat": empty, "rel": empty, "pos_md": "", "hist": empty, "bench_hist": empty}
     bench = report.get("bench_histogram")
     return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
             "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
@@ -235,6 +235,8 @@ def lab_figures(report: dict | None) -> dict:
             "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
             "tree": vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain",
                                     report.get("plain")),
+            "tree_md": vl.tree_finding(report["tree_vs_chain"]),
+            "pos_md": vl.positions_finding(report["positions"], report.get("calibration_error")),
             "sizes": vl.sizes_table(report.get("tree_sizes")),
             "heat": vl.position_heatmap(report["positions"]),
             "rel": vl.reliability(report["calibration"], report.get("calibration_error"), vl.PAPER_CALIBRATION),
@@ -1272,11 +1274,13 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     lab_tree = gr.Plot(lab0["tree"], label="Tree vs chain")
                     gr.Markdown(lab0["sizes"])
+                lab_tree_md = gr.Markdown(lab0["tree_md"])
                 gr.Markdown("### 4. EAGLE-2: acceptance depends on position and context; confidence predicts it\n"
                             + vl.PAPER["positions"] + "\n\n" + vl.PAPER["calibration"]
                             + "\n\n**Here:** EAGLE-1's 25-node tree, every cycle of every prompt.")
                 lab_heat = gr.Plot(lab0["heat"], label="Acceptance per tree position and prompt")
                 lab_rel = gr.Plot(lab0["rel"], label="Reliability")
+                lab_pos_md = gr.Markdown(lab0["pos_md"])
                 gr.Markdown("### 5. How many tokens a cycle accepts\nThe per-position histogram serving-engine users "
                             "ask for: from the benchmark itself (`python -m eagle_core.bench_sets --limit 20`, "
                             "assets/bench/), from the lab's runs (EAGLE-1's tree; the benchmark's configuration on "
@@ -1334,7 +1338,8 @@ def build_demo() -> gr.Blocks:
         prefix.submit(on_ambiguity, [prefix, branches, chat], [amb_fig, amb_dist, amb_table, amb_msg], api_visibility="private",
                       **model_kw)
         lab_btn.click(on_lab_recompute, [lab_prompts, lab_n],
-                      [lab_inputs, lab_inputs_tau, lab_inputs_md, lab_tree, lab_heat, lab_rel, lab_hist, lab_bench_hist, lab_msg],
+                      [lab_inputs, lab_inputs_tau, lab_inputs_md, lab_tree, lab_tree_md, lab_heat, lab_rel, lab_pos_md,
+                       lab_hist, lab_bench_hist, lab_msg],
                       api_name="lab_recompute", **model_kw)
         lab_session_btn.click(on_lab_session, [state], [lab_session_hist, lab_msg], api_name="lab_session",
                               concurrency_limit=None)

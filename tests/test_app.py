@@ -389,7 +389,7 @@ def test_paper_lab_live_recompute_and_session_histogram(client):
     """The Paper lab tab: a live recompute on two prompts redraws every measured panel (the four input kinds with
     random stand-ins on the tiny target, said so); bad input is answered in the page; the session histogram reads
     this session's own cycles."""
-    inputs, taus, table, tree, heat, rel, hist, bench_hist, msg = client.predict("Say hi.\nCount to three.", 2,
+    inputs, taus, table, tree, tree_md, heat, rel, pos_md, hist, bench_hist, msg = client.predict("Say hi.\nCount to three.", 2,
                                                                            api_name="/lab_recompute")
     assert msg.startswith("Recomputed live on 2 prompts") and f"{2 * len(app.LAB_PLAN_NAMES)} generations" in msg
     assert "Random stand-ins" in msg and "token-only" in msg                     # the tiny target: said, not hidden
@@ -397,7 +397,8 @@ def test_paper_lab_live_recompute_and_session_histogram(client):
     assert {"feature & shifted token", "feature & unshifted token", "token only", "feature only"} <= names
     assert len(plot(taus)["data"]) == 4 and "plain" in plot(taus)["data"][0]["text"][0]
     assert "| token only |" in table and "1.5×" in table and "What it shows" in table   # the paper's Fig. 4 beside
-    assert len(plot(tree)["data"][0]["x"]) == 2
+    assert len(plot(tree)["data"][0]["x"]) == 2 and "What it shows" in tree_md and "+0.74" in tree_md
+    assert "sibling rank" in pos_md
     assert plot(heat)["data"][0]["type"] == "heatmap"
     assert any("calibration" in (t.get("name") or "") for t in plot(rel)["data"])
     assert any("Fig. 6" in (t.get("name") or "") for t in plot(rel)["data"])      # the paper's two points

@@ -220,3 +220,15 @@ def test_bench_histograms_one_group_per_set():
     assert [t.name.split(" (")[0] for t in fig.data] == ["mt_bench", "gsm8k"]
     assert list(fig.data[0].y) == [0.6, 0.3, 0.1] and "10 cycles" in fig.data[0].name and "α0=0.40" in fig.data[0].name
     assert fig.data[0].marker.pattern.shape != fig.data[1].marker.pattern.shape      # not colour alone
+
+
+def test_tree_and_position_findings_follow_the_numbers():
+    from views import lab as views_lab
+    s = views_lab.tree_finding({"chain of 5": {"tau": 1.7}, "tree of 5": {"tau": 1.8}})
+    assert "accepts more, as in the paper" in s and "+0.10" in s
+    assert "unlike the paper" in views_lab.tree_finding({"chain of 5": {"tau": 1.8}, "tree of 5": {"tau": 1.7}})
+    q = {1: 0.6, 2: 0.3, 3: 0.5}
+    recs = [cycle(i, q, [1] if i % 2 else [2]) for i in range(1, 41)]
+    pos = lab.position_acceptance(recs, prompt_of=lambda i: "a" if i < 20 else "b")
+    s = views_lab.positions_finding(pos, {"q": 0.05, "path": 0.01})
+    assert "P1 0.50, P2 0.50" in s and "ranges from 0.50 to 0.50" in s and "0.050" in s

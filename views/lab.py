@@ -291,6 +291,37 @@ def data_table(phases: dict) -> str:
     return "\n".join(lines)
 
 
+def tree_finding(tree_vs_chain: dict) -> str:
+    """One sentence on the measured tree-vs-chain panel, beside the paper's Table 5 gain."""
+    runs = {k: v.get("tau") for k, v in tree_vs_chain.items() if v.get("tau")}
+    chain = next((v for k, v in runs.items() if k.startswith("chain")), None)
+    tree = next((v for k, v in runs.items() if k.startswith("tree")), None)
+    if chain is None or tree is None:
+        return ""
+    verdict = ("the tree accepts more, as in the paper" if tree > chain else
+               "the tree does not accept more here, unlike the paper")
+    return (f"**What it shows:** with the same 5 drafted tokens {verdict}: τ {tree:.2f} against the chain's "
+            f"{chain:.2f} ({tree - chain:+.2f}; the paper's Vicuna 7B, its tree against a chain: +0.74).")
+
+
+def positions_finding(positions: dict, errors: dict | None = None) -> str:
+    """One sentence on the EAGLE-2 panels: the rate by sibling rank, its spread across prompts, calibration."""
+    overall = positions.get("overall") or {}
+    firsts = [(lab, r) for lab, r in overall.items() if "-" not in lab and r[0]]
+    if not firsts:
+        return ""
+    ranks = ", ".join(f"P{lab} {a / n:.2f}" for lab, (n, a) in firsts[:4])
+    lab1 = firsts[0][0]
+    per = [v[lab1][1] / v[lab1][0] for v in (positions.get("by_prompt") or {}).values() if v.get(lab1, [0])[0] >= 10]
+    spread = (f"; P{lab1} ranges from {min(per):.2f} to {max(per):.2f} across the prompts with 10 or more cycles "
+              f"(the context matters too)" if len(per) > 1 else "")
+    ece = ""
+    if errors and errors.get("q") is not None:
+        ece = (f" The draft's q is a calibrated estimate of acceptance: the mean gap between confidence and "
+               f"acceptance is {errors['q']:.3f} (path probability: {errors.get('path') or 0:.3f}).")
+    return f"**What it shows:** the acceptance rate falls with the sibling rank ({ranks}){spread}.{ece}"
+
+
 def data_finding(phases: dict) -> str:
     """What the training cards show about the target's own answers, computed from them, with the caveat that the
     phases also added training (not the paper's same-budget comparison)."""
