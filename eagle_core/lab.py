@@ -51,9 +51,14 @@ def _reached(nodes, accepted: set[int]) -> list:
             and (_get(n, "parent") == 0 or _get(n, "parent") in accepted)]
 
 
+def _drafted(record) -> bool:
+    """A cycle that drafted something (not the prefill, not an empty tree)."""
+    return _get(record, "cycle", 0) > 0 and len(_get(record, "nodes", [])) > 1
+
+
 def drafting_cycles(records) -> list:
     """Records of cycles that drafted something (not the prefill, not empty trees)."""
-    return [r for r in records if _get(r, "cycle", 0) > 0 and len(_get(r, "nodes", [])) > 1]
+    return [r for r in records if _drafted(r)]
 
 
 def position_acceptance(records, prompt_of=None) -> dict:
@@ -63,7 +68,7 @@ def position_acceptance(records, prompt_of=None) -> dict:
     overall: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     by_prompt: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for i, r in enumerate(records):
-        if _get(r, "cycle", 0) <= 0 or len(_get(r, "nodes", [])) <= 1:
+        if not _drafted(r):
             continue
         nodes = _get(r, "nodes")
         acc = set(_get(r, "accepted_path", []))

@@ -8,6 +8,9 @@ import plotly.graph_objects as go
 
 from .common import ACCEPTED, DRAFT_Q, FONT, TARGET_P
 
+MIN_REACHED = 20   # a depth's acceptance over fewer cycles than this is drawn faint
+KIND_STYLES = [(TARGET_P, ""), (DRAFT_Q, "/"), (ACCEPTED, "x"), ("#E69F00", ".")]   # colour + a pattern per series
+
 
 def _layout(fig, title: str, height: int = 380):
     fig.update_layout(title=dict(text=title, font=dict(size=15)), font=FONT, height=height,
@@ -124,8 +127,9 @@ def compare_runs(runs: dict, title: str, plain: dict | None = None) -> go.Figure
         if r.get("alpha"):
             bits.append("α " + "/".join("-" if a is None else f"{a:.2f}" for a in r["alpha"]))
         extra.append("".join(f"<br>{b}" for b in bits))
-    fig = go.Figure(go.Bar(x=names, y=taus, marker_color=[TARGET_P, DRAFT_Q, ACCEPTED, "#E69F00"][:len(names)],
-                           marker_pattern_shape=["", "/", "x", "."][:len(names)],
+    styles = [KIND_STYLES[k % len(KIND_STYLES)] for k in range(len(names))]
+    fig = go.Figure(go.Bar(x=names, y=taus, marker_color=[c for c, _ in styles],
+                           marker_pattern_shape=[p for _, p in styles],
                            text=[f"τ={t:.2f}" + (f"<br>{m:.0f} ms/cycle" if m else "") + e
                                  for t, m, e in zip(taus, ms, extra)],
                            textposition="outside"))
@@ -133,8 +137,6 @@ def compare_runs(runs: dict, title: str, plain: dict | None = None) -> go.Figure
     return _layout(fig, title, height=420)
 
 
-MIN_REACHED = 20
-KIND_STYLES = [(TARGET_P, ""), (DRAFT_Q, "/"), (ACCEPTED, "x"), ("#E69F00", ".")]   # colour + a pattern per kind
 
 
 def input_depths(inputs: dict) -> go.Figure:
