@@ -28,10 +28,11 @@ import views.lab as vl  # noqa: E402
 from views.beats import beat_caption, beat_count, beat_figure  # noqa: E402
 from views.page import CLICK_JS, CSS, PRESENTER_JS  # noqa: E402
 from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure  # noqa: E402
-from eagle_core.draft import TREE_PRESETS  # noqa: E402  (incl. trees fitted by eagle_core.tree_fit)
-from eagle_core.engine import default_config as _default_config  # noqa: E402
-from eagle_core.fair_lock import FairLock  # noqa: E402
-from eagle_core.lab import lab_plan  # noqa: E402
+from eagle_core.decoding.presets import tree_presets  # noqa: E402
+TREE_PRESETS = tree_presets()   # incl. trees fitted by eagle_core.bench.tree_fit
+from eagle_core.decoding.engine import default_config as _default_config  # noqa: E402
+from eagle_core.serving.fair_lock import FairLock  # noqa: E402
+from eagle_core.lab.measure import lab_plan  # noqa: E402
 
 try:  # ZeroGPU on Hugging Face Spaces; a no-op elsewhere
     import spaces
@@ -93,7 +94,7 @@ def tiny_target():
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from eagle_core.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target
+    from eagle_core.model.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target
     tok = AutoTokenizer.from_pretrained(embedded_gguf_dir(), gguf_file=EMBEDDED_GGUF)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -123,8 +124,8 @@ def load_model(target_spec: str | None = None, head_spec: str = "shifted"):
     try:
         import torch
 
-        from eagle_core.head import HeadLoadError, resolve_head
-        from eagle_core.target import load_target
+        from eagle_core.model.head import HeadLoadError, resolve_head
+        from eagle_core.model.target import load_target
         if os.environ.get("EAGLE_LENS_THREADS"):
             torch.set_num_threads(int(os.environ["EAGLE_LENS_THREADS"]))
         elif (os.cpu_count() or 1) <= 2:
@@ -192,8 +193,8 @@ LAB = load_lab()
 
 def load_bench_histograms(method: str = "eagle-static") -> dict:
     """{prompt set: {"counts", "alpha", "method"}} from the shipped benchmark JSONs
-    (`python -m eagle_core.bench_sets`: assets/bench/sets_<set>_t0_cpu.json) that carry the histogram."""
-    from eagle_core.bench_sets import SETS
+    (`python -m eagle_core.bench.sets`: assets/bench/sets_<set>_t0_cpu.json) that carry the histogram."""
+    from eagle_core.bench.sets import SETS
     out = {}
     for name in SETS:
         try:
@@ -269,7 +270,7 @@ def lab_heads() -> list[str]:
     """Load the lab's four ablation heads next to the shipped ones on first use (MODEL.heads[spec]); a head that
     does not fit this target (e.g. the tiny test target) is replaced by a random one of its kind. Returns the
     specs that are random stand-ins."""
-    from eagle_core.head import ABLATION_KINDS, HeadLoadError, random_head, resolve_head
+    from eagle_core.model.head import ABLATION_KINDS, HeadLoadError, random_head, resolve_head
     target, heads = MODEL.require()
     with _LAB_HEADS_LOCK:
         for spec, (shift, inputs) in ABLATION_KINDS.items():
@@ -285,9 +286,9 @@ def lab_heads() -> list[str]:
 
 
 def on_lab_recompute(text, n, progress=gr.Progress()):
-    """Every measured panel, live on the typed prompts: the lab's plan (eagle_core.lab.lab_plan) one generation
+    """Every measured panel, live on the typed prompts: the lab's plan (eagle_core.lab.measure.lab_plan) one generation
     after another, one cycle per model turn (other sessions interleave), then the same assembly as the CLI."""
-    import eagle_core.lab as L
+    import eagle_core.lab.measure as L
     keep = (gr.update(),) * len(LAB_MEASURED)
     try:
         prompts = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
@@ -319,7 +320,7 @@ def on_lab_recompute(text, n, progress=gr.Progress()):
                 rs = yield from decode_in_turns(cfg, spec or "shifted", prompt, waiting)
                 runs[name].append((f"prompt {k + 1}", rs))
                 done += 1
-        from eagle_core.head import ABLATION_HEADS
+        from eagle_core.model.head import ABLATION_HEADS
         cards = {s: L.read_card(ABLATION_HEADS[s]) for s in L.INPUT_KINDS.values() if s not in stand_ins}
         report = L.assemble(runs, plan, cards)
         figs = lab_figures(report)
@@ -339,7 +340,7 @@ def on_lab_recompute(text, n, progress=gr.Progress()):
 
 def on_lab_session(state):
     """The accepted-length histogram of this session's own cycles (what the Lens tab decoded), no model work."""
-    import eagle_core.lab as L
+    import eagle_core.lab.measure as L
     state = state or {}
     hist = L.accept_length_histogram(state.get("records") or [])
     if not hist["cycles"]:
@@ -432,7 +433,7 @@ def on_unload(request: gr.Request):
 
 
 def make_config(temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total_tokens, max_new):
-    from eagle_core.engine import DecodeConfig
+    from eagle_core.decoding.engine import DecodeConfig
 
     def num(v, name, lo, hi, kind=float):
         try:
@@ -567,7 +568,7 @@ def advance(sid: str, n: int = 1) -> list:
 
 def new_decoder(cfg, shift: str, prompt: str):
     """A decoder of the prompt (wrapped in the chat template) with the shifted or unshifted head."""
-    from eagle_core.engine import EagleDecoder
+    from eagle_core.decoding.engine import EagleDecoder
     target, heads = MODEL.require()
     return EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
 
@@ -953,7 +954,7 @@ def on_click(state, cycle, value):
 def race_divergence(prompt: str, plain_tokens: list, eagle_tokens: list):
     """Where the Race's two generations part and the target's logit margin there (one plain forward), with
     the near-tie tolerance for the target's dtype: (divergence dict or None, eps)."""
-    from eagle_core.bench import divergence, tie_eps_for
+    from eagle_core.bench.run import divergence, tie_eps_for
     target, _ = MODEL.require()
     return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(target.dtype)
 
@@ -1018,7 +1019,7 @@ def on_race(state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, 
 
 @gpu
 def _ambiguity(prefix, branches, chat=False):
-    from eagle_core.ambiguity import compute_ambiguity
+    from eagle_core.decoding.ambiguity import compute_ambiguity
     target, heads = MODEL.require()
     rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat))
     if MODEL.notice:
@@ -1282,7 +1283,7 @@ def build_demo() -> gr.Blocks:
                 lab_rel = gr.Plot(lab0["rel"], label="Reliability")
                 lab_pos_md = gr.Markdown(lab0["pos_md"])
                 gr.Markdown("### 5. How many tokens a cycle accepts\nThe per-position histogram serving-engine users "
-                            "ask for: from the benchmark itself (`python -m eagle_core.bench_sets --limit 20`, "
+                            "ask for: from the benchmark itself (`python -m eagle_core.bench.sets --limit 20`, "
                             "assets/bench/), from the lab's runs (EAGLE-1's tree; the benchmark's configuration on "
                             "the lab's prompts), and from this session's own cycles (button below).")
                 if BENCH_HIST:

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draft", choices=["chain", "static", "dynamic", "vanilla"], default=None,
                     help="draft shape (default: the device's default)")
-    ap.add_argument("--tree", default=None, help="static tree preset (see eagle_core.draft.TREE_PRESETS)")
+    ap.add_argument("--tree", default=None, help="static tree preset (see eagle_core.decoding.presets)")
     ap.add_argument("--depth", type=int, default=None)
     ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
     ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def decode_config(args, device_type: str):
-    from .engine import default_config
+    from .decoding.engine import default_config
     cfg = default_config(device_type)
     for name in ("draft", "tree", "depth", "top_k", "total_tokens"):
         v = getattr(args, name)
@@ -73,9 +73,9 @@ def main(argv=None) -> int:
 
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()          # no "Loading weights" bars on the user's terminal
-    from .engine import EagleDecoder
-    from .head import HeadLoadError, resolve_head
-    from .target import TargetLoadError, load_target
+    from .decoding.engine import EagleDecoder
+    from .model.head import HeadLoadError, resolve_head
+    from .model.target import TargetLoadError, load_target
     try:
         target = load_target(args.target, device=args.device, dtype=args.dtype)
         cfg = decode_config(args, target.device.type)

@@ -34,8 +34,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from eagle_core.sampling import warp_logits
-    from eagle_core.target import load_target
+    from eagle_core.decoding.sampling import warp_logits
+    from eagle_core.model.target import load_target
     with open(args.samples) as f:
         samples = json.load(f)["samples"]
     target = load_target()

@@ -130,10 +130,10 @@ sys.path.insert(0, os.getcwd())
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from eagle_core.bench import format_table, run_bench, tie_eps_for
-from eagle_core.engine import default_config
-from eagle_core.head import random_head
-from eagle_core.target import load_target, pick_dtype
+from eagle_core.bench.run import format_table, run_bench, tie_eps_for
+from eagle_core.decoding.engine import default_config
+from eagle_core.model.head import random_head
+from eagle_core.model.target import load_target, pick_dtype
 
 env = os.environ.get
 dev = torch.device(env("GPU_CHECK_DEVICE", "cuda"))

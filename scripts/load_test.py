@@ -77,14 +77,14 @@ def engine_references(prompts: list[str], max_new: int, target_spec: str) -> dic
     """Plain greedy decoding (draft="vanilla") in this process, on the embedded target or the app's tiny one."""
     import torch
 
-    from eagle_core.engine import DecodeConfig, generate
+    from eagle_core.decoding.engine import DecodeConfig, generate
     if (os.cpu_count() or 1) <= 2:
         torch.set_num_threads(1)
     if target_spec in ("tiny", "tiny-random"):
         import app
         target = app.tiny_target()
     else:
-        from eagle_core.target import load_target
+        from eagle_core.model.target import load_target
         target = load_target(None if target_spec in ("", "embedded") else target_spec)
     out = {}
     for p in prompts:

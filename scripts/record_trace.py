@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 
 
 def load_heads(target, spec: str):
-    from eagle_core.head import HeadLoadError, resolve_head
+    from eagle_core.model.head import HeadLoadError, resolve_head
     notes = []
     try:
         sh = resolve_head(spec, target)
@@ -40,7 +40,7 @@ def load_heads(target, spec: str):
 
 
 def run(target, head, cfg, prompt_ids):
-    from eagle_core.engine import EagleDecoder
+    from eagle_core.decoding.engine import EagleDecoder
     dec = EagleDecoder(target, head, cfg, prompt_ids)
     while not dec.done:
         dec.step()
@@ -65,9 +65,9 @@ def main(argv=None):
     import torch
     if args.threads:
         torch.set_num_threads(args.threads)
-    from eagle_core.ambiguity import compute_ambiguity
-    from eagle_core.engine import default_config
-    from eagle_core.target import load_target
+    from eagle_core.decoding.ambiguity import compute_ambiguity
+    from eagle_core.decoding.engine import default_config
+    from eagle_core.model.target import load_target
     t0 = time.time()
     target = load_target(args.target)
     sh, un, notice = load_heads(target, args.head)

@@ -12,8 +12,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TQDM_DISABLE", "1")
 torch.set_num_threads(1)  # tiny models: threads cost more than they give, and CI has 2 cores
 
-from eagle_core.head import EagleHead, head_config_from_target, random_head  # noqa: E402
-from eagle_core.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target  # noqa: E402
+from eagle_core.model.head import EagleHead, head_config_from_target, random_head  # noqa: E402
+from eagle_core.model.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target  # noqa: E402
 
 
 class TinyTokenizer:

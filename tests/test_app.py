@@ -195,8 +195,8 @@ def test_ambiguity_matches_the_drafters_convention(url):
     unshifted one is its catch-up for (f_I, e(I)): the "How can I" view uses the engine's own head convention."""
     import torch
 
-    from eagle_core.ambiguity import _run_head, compute_ambiguity
-    from eagle_core.draft import DraftSpec, Drafter
+    from eagle_core.decoding.ambiguity import _run_head, compute_ambiguity
+    from eagle_core.decoding.draft import DraftSpec, Drafter
     target, heads = app.MODEL.target, app.MODEL.heads
     ids = target.render_prompt("How can I", chat_template=False)
     _, feats = target.forward(torch.tensor([ids]))

@@ -7,11 +7,11 @@ import torch.nn.functional as F
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 from conftest import tiny_llama
-from eagle_core.attention import (IMPLEMENTATION, batched_decode_attention_forward, small_query_attention,
+from eagle_core.model.attention import (IMPLEMENTATION, batched_decode_attention_forward, small_query_attention,
                                   tree_attention_forward)
-from eagle_core.engine import PreallocatedLayer, keep_cache_entries, new_kv_cache, tree_attention_mask
-from eagle_core.target import load_target
-from eagle_core.tree import DraftTree
+from eagle_core.decoding.engine import PreallocatedLayer, keep_cache_entries, new_kv_cache, tree_attention_mask
+from eagle_core.model.target import load_target
+from eagle_core.decoding.tree import DraftTree
 
 
 def tree_mask(n, prefix, dtype=torch.float32, seed=0):

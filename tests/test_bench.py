@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from eagle_core import bench, machine_load
-from eagle_core.head import random_head
+from eagle_core.bench import run as bench
+from eagle_core.bench import machine_load
+from eagle_core.model.head import random_head
 
 
 def rec(prompt, tokens, seconds, forwards=None, category="all", depth_counts=None, diverged_at=None, tie=False):
@@ -111,7 +112,7 @@ def tiny_report(tiny_target, tiny_random_head, tmp_path_factory):
     p.write_text(json.dumps({"question_id": 1, "category": "writing", "turns": ["Write a haiku about the sea."]})
                  + "\n" + json.dumps({"question_id": 2, "category": "math", "turns": ["What is 2 + 2?"]}) + "\n")
     heads = {"shifted": tiny_random_head, "unshifted": random_head(tiny_target, "unshifted", seed=1)}
-    from eagle_core.engine import DecodeConfig
+    from eagle_core.decoding.engine import DecodeConfig
     base = DecodeConfig(draft="static", tree="cpu-8", depth=3, top_k=4, total_tokens=8)
     return bench.run_bench(tiny_target, bench.load_prompts(str(p)), ALL_METHODS, heads, base_cfg=base,
                            max_new_tokens=8, temperature=0.0, progress=False, prompt_lookup=3,

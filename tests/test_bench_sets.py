@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-from eagle_core import bench, bench_sets, machine_load
+from eagle_core.bench import run as bench
+from eagle_core.bench import sets as bench_sets
+from eagle_core.bench import machine_load
 
 
 def fake_report(eagle_speed: float, lookup_speed: float, busy: bool = False) -> dict:
@@ -19,7 +21,7 @@ def fake_report(eagle_speed: float, lookup_speed: float, busy: bool = False) -> 
                            "other_cores": 0.9 if busy and i == 0 else 0.0})
     return {"device": "cpu: test, 2 threads, torch x, linear kernels timed per row count: plain below 4 rows",
             "config": {"date": "2026-12-01", "n_prompts": 4, "max_new_tokens": 100, "temperature": 0.0,
-                       "command": "python -m eagle_core.bench_sets --limit 4"},
+                       "command": "python -m eagle_core.bench.sets --limit 4"},
             "load": machine_load.summarize(0.0, [0.9 if busy else 0.0, 0.0]),
             "methods": bench.summarize_all(per, greedy=True)}
 

@@ -7,8 +7,8 @@ import pytest
 
 from conftest import tiny_llama
 from eagle_core.generate import main
-from eagle_core.head import random_head
-from eagle_core.target import load_target
+from eagle_core.model.head import random_head
+from eagle_core.model.target import load_target
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import time
 import torch
 
 from conftest import tiny_llama
-from eagle_core import cpu_kernels as K
+from eagle_core.model import cpu_kernels as K
 
 
 def test_choice_table_follows_timings_and_fills_between_probes():

@@ -10,9 +10,9 @@ import torch
 from scipy.stats import chisquare
 
 from conftest import TinyTokenizer, tiny_llama
-from eagle_core.engine import DecodeConfig, EagleDecoder, generate
-from eagle_core.head import random_head
-from eagle_core.target import load_target
+from eagle_core.decoding.engine import DecodeConfig, EagleDecoder, generate
+from eagle_core.model.head import random_head
+from eagle_core.model.target import load_target
 
 SHAPES = [dict(draft="chain", depth=4), dict(draft="static", tree="cpu-12"),
           dict(draft="static", tree="mc_sim_7b_63"), dict(draft="dynamic", depth=5, top_k=4, total_tokens=16)]
@@ -76,7 +76,7 @@ def test_greedy_identity_noisy_head_mixed_acceptance(oracle):
 
 def test_draft_vocabulary_keeps_greedy_identity(tiny_target, tiny_random_head):
     """A draft LM head over the 2048 most frequent tokens: drafts stay inside it, output stays exact."""
-    from eagle_core.vocab import load_draft_vocab
+    from eagle_core.model.vocab import load_draft_vocab
     vocab = load_draft_vocab(2048, tiny_target.tokenizer)
     assert vocab is not None and vocab.numel() == 2048
     allowed = set(vocab.tolist())
@@ -217,7 +217,7 @@ def test_sessions_build_decoders_concurrently(tiny_target):
     draft LM head (a deep copy of a half-packed copy used to fail: 'Cannot access storage of OpaqueTensorImpl')."""
     import threading
 
-    from eagle_core.draft import head_in_dtype
+    from eagle_core.decoding.draft import head_in_dtype
     errors, copies = [], []
     for trial in range(8):
         head = random_head(tiny_target, seed=trial)
@@ -239,7 +239,7 @@ def test_sessions_build_decoders_concurrently(tiny_target):
 
 def _single_input_oracle(target, head, inputs):
     """The oracle head with fc reading one input: `token` keeps the oracle (it only ever used the embedding)."""
-    from eagle_core.head import EagleHead, head_config_from_target
+    from eagle_core.model.head import EagleHead, head_config_from_target
     H = target.hidden_size
     one = EagleHead(head_config_from_target(target.config, "shifted", inputs=inputs))
     state = dict(head.state_dict())

@@ -19,10 +19,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-import eagle_core.verify as verify_mod
+import eagle_core.decoding.verify as verify_mod
 from conftest import TinyTokenizer, oracle_pair
-from eagle_core.engine import DecodeConfig, EagleDecoder
-from eagle_core.sampling import warp_logits
+from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
+from eagle_core.decoding.sampling import warp_logits
 
 V = 8
 PROMPT = [1, 4, 2]

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from eagle_core.head import EagleHead, HeadLoadError, head_config_from_target, load_head, random_head
+from eagle_core.model.head import EagleHead, HeadLoadError, head_config_from_target, load_head, random_head
 
 
 def _outputs(head, H, seed=0):
@@ -73,7 +73,7 @@ def test_refuses_code_running_pickle(tiny_target, tmp_path):
 
 def test_hidden_size_mismatch_is_clear(tiny_target, tmp_path, real_tokenizer):
     from conftest import tiny_llama
-    from eagle_core.target import load_target
+    from eagle_core.model.target import load_target
     other = load_target(model=tiny_llama(hidden=32), tokenizer=real_tokenizer, device="cpu")
     random_head(other).save(str(tmp_path / "small"))
     with pytest.raises(HeadLoadError, match="hidden size 32 does not match"):

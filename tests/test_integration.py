@@ -7,9 +7,9 @@ import os
 import pytest
 import torch
 
-from eagle_core.engine import generate
-from eagle_core.head import SHIPPED_HEADS, resolve_head
-from eagle_core.target import load_target
+from eagle_core.decoding.engine import generate
+from eagle_core.model.head import SHIPPED_HEADS, resolve_head
+from eagle_core.model.target import load_target
 
 PROMPTS = ["How can I learn Python quickly?", "Write a haiku about the sea.", "What is 17 times 23?"]
 
@@ -40,7 +40,7 @@ def test_greedy_identity_on_embedded_target(smollm):
     """The real target, the shipped heads (random where absent), the CPU defaults and the wide shapes."""
     from dataclasses import replace
 
-    from eagle_core.engine import default_config
+    from eagle_core.decoding.engine import default_config
     heads = _heads(smollm)
     shifted = heads.get("shifted", heads["random"])
     unshifted = heads.get("unshifted", heads["random"])
@@ -70,8 +70,8 @@ def test_nucleus_sampling_stays_in_the_nucleus(smollm):
     with q = 0, e.g. <|im_end|> after a few tokens)."""
     from dataclasses import replace
 
-    from eagle_core.engine import EagleDecoder, default_config
-    from eagle_core.sampling import warp_logits
+    from eagle_core.decoding.engine import EagleDecoder, default_config
+    from eagle_core.decoding.sampling import warp_logits
     head = _heads(smollm).get("shifted")
     if head is None:
         pytest.skip("no shipped head")

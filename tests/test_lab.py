@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from eagle_core import lab
-from eagle_core.records import ACCEPTED, NOT_REACHED, REJECTED, ROOT, CycleRecord, TreeNode
+from eagle_core.lab import measure as lab
+from eagle_core.decoding.records import ACCEPTED, NOT_REACHED, REJECTED, ROOT, CycleRecord, TreeNode
 
 # a static tree: root, two children (ranks 0, 1), a child under rank 0 (path 1-1)
 SHAPE = [(-1, 0), (0, 1), (0, 1), (1, 2)]   # (parent, depth)
@@ -111,7 +111,7 @@ def test_card_phases_oldest_first_and_self_generated_data():
 def test_shipped_cards_read():
     import json
     import os
-    from eagle_core.head import SHIPPED_HEADS
+    from eagle_core.model.head import SHIPPED_HEADS
     path = os.path.join(SHIPPED_HEADS["shifted"], "training.json")
     if not os.path.exists(path):
         pytest.skip("no shipped head")
@@ -151,7 +151,7 @@ def test_input_kind_entry_speed_and_card():
 
 def test_assemble_builds_every_panel_from_named_runs():
     """The lab's plan run on synthetic records (one per name) gives the report the app paints."""
-    from eagle_core.engine import default_config
+    from eagle_core.decoding.engine import default_config
     plan = lab.lab_plan(default_config("cpu"))
     names = [n for n, _, _ in plan]
     assert names[0] == "plain" and sum(n.startswith("inputs/") for n in names) == 4 and "positions" in names
@@ -188,7 +188,7 @@ def test_inputs_finding_says_what_the_numbers_show():
 def test_shipped_ablation_heads_are_what_their_names_say():
     """The four heads of the input ablation: each loads as its kind, and all share one recipe and one budget."""
     import os
-    from eagle_core.head import ABLATION_HEADS, ABLATION_KINDS, load_head
+    from eagle_core.model.head import ABLATION_HEADS, ABLATION_KINDS, load_head
     if not all(os.path.exists(os.path.join(f, "config.json")) for f in ABLATION_HEADS.values()):
         pytest.skip("ablation heads not shipped")
     budgets = set()

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from eagle_core import bench, machine_load
-from eagle_core.machine_load import Sample
+from eagle_core.bench import run as bench
+from eagle_core.bench import machine_load
+from eagle_core.bench.machine_load import Sample
 
 
 def test_other_cores_is_machine_busy_minus_own_plus_steal():
@@ -52,7 +53,7 @@ def test_a_competing_process_is_measured():
 def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: 1.4)
     loaded = []
-    monkeypatch.setattr("eagle_core.target.load_target", lambda *a, **k: loaded.append(1))
+    monkeypatch.setattr("eagle_core.model.target.load_target", lambda *a, **k: loaded.append(1))
     rc = bench.main(["--prompts", "humaneval", "--limit", "1", "--wait-quiet", "0"])
     err = capsys.readouterr().err
     assert rc == 3 and not loaded

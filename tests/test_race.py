@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle_core import bench
+from eagle_core.bench import run as bench
 
 
 def test_divergence_index_tokens_and_margin(tiny_target):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import tiny_llama
-from eagle_core import regenerate as R
-from eagle_core.attention import IMPLEMENTATION, use_tree_attention
-from eagle_core.target import load_target
+from eagle_core.training import regenerate as R
+from eagle_core.model.attention import IMPLEMENTATION, use_tree_attention
+from eagle_core.model.target import load_target
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from eagle_core.head import load_head
+from eagle_core.model.head import load_head
 
 H, HEADS, KV_HEADS, FFN, VOCAB = 64, 4, 2, 128, 96
 B, N = 2, 7

@@ -12,9 +12,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from eagle_core.sampling import gumbel_topk, verify_children, warp_logits
-from eagle_core.tree import DraftTree
-from eagle_core.verify import accept_tree
+from eagle_core.decoding.sampling import gumbel_topk, verify_children, warp_logits
+from eagle_core.decoding.tree import DraftTree
+from eagle_core.decoding.verify import accept_tree
 
 V = 6
 

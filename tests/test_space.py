@@ -133,13 +133,13 @@ import app
 app.build_demo()
 app.load_model("tiny", "random")
 assert app.MODEL.status == "ready", app.MODEL.error
-from eagle_core.engine import DecodeConfig, generate
+from eagle_core.decoding.engine import DecodeConfig, generate
 target, heads = app.MODEL.require()
 ids = target.render_prompt("Hello")
 out = [generate(target, heads["shifted"], DecodeConfig(draft=d, max_new_tokens=8), ids).token_ids
        for d in ("vanilla", "dynamic")]
 assert out[0] == out[1], out
-from eagle_core.bench import divergence, tie_eps_for
+from eagle_core.bench.run import divergence, tie_eps_for
 print("ok", sorted(m for m, mod in sys.modules.items() if mod is not None and m.partition(".")[0] in BLOCK))
 """
     env = dict(os.environ, TQDM_DISABLE="1", EAGLE_LENS_PRECOMPUTE="0")

@@ -2,8 +2,9 @@
 import torch
 
 from conftest import tiny_llama
-from eagle_core.draft import frozen_linear
-from eagle_core.target import load_target, pack_cpu_linears
+from eagle_core.decoding.draft import frozen_linear
+from eagle_core.model.cpu_kernels import pack_cpu_linears
+from eagle_core.model.target import load_target
 
 
 def test_packed_target_matches_plain_kernels(real_tokenizer):

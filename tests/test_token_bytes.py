@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 
 from conftest import tiny_llama
-from eagle_core.records import CycleRecord, TreeNode
-from eagle_core.target import load_target
-from eagle_core.token_bytes import display_text, join_pieces
+from eagle_core.decoding.records import CycleRecord, TreeNode
+from eagle_core.model.target import load_target
+from eagle_core.model.token_bytes import display_text, join_pieces
 from views import node_choices, probs_figure, text_html, tree_figure
 
 TEXTS = ["你好，世界！我们今天学习推测解码。", "مرحبا بالعالم، كيف حالك؟", "Eagles 🦅 fly high 🚀✨ — naïve café"]
@@ -62,8 +62,8 @@ def test_join_pieces_groups_split_characters():
 
 
 def test_engine_records_carry_bytes(target):
-    from eagle_core.engine import DecodeConfig, generate
-    from eagle_core.head import random_head
+    from eagle_core.decoding.engine import DecodeConfig, generate
+    from eagle_core.model.head import random_head
     got = generate(target, random_head(target), DecodeConfig(draft="static", tree="cpu-4", max_new_tokens=12),
                    target.render_prompt("你好"))
     joined = b"".join(bytes.fromhex(h) for c in got.cycles for h in c.new_token_bytes)

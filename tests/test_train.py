@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from eagle_core import data as D
-from eagle_core import train as T
-from eagle_core.head import EagleHead, head_config_from_target, load_head
-from eagle_core.target import load_target
+from eagle_core.training import data as D
+from eagle_core.training import train as T
+from eagle_core.model.head import EagleHead, head_config_from_target, load_head
+from eagle_core.model.target import load_target
 
 SMOL_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
                  "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"

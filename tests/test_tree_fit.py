@@ -1,7 +1,7 @@
-"""Fitting a static tree to measured rank paths (eagle_core.tree_fit)."""
-from eagle_core.draft import children_of_path
-from eagle_core.records import TreeNode, CycleRecord
-from eagle_core.tree_fit import expected_tau, fit_tree, prefix_counts, rank_path
+"""Fitting a static tree to measured rank paths (eagle_core.bench.tree_fit)."""
+from eagle_core.decoding.presets import children_of_path
+from eagle_core.decoding.records import TreeNode, CycleRecord
+from eagle_core.bench.tree_fit import expected_tau, fit_tree, prefix_counts, rank_path
 
 
 def _node(i, parent, depth, q, status):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from eagle_core.records import CycleRecord, TokenProb, TreeNode
+from eagle_core.decoding.records import CycleRecord, TokenProb, TreeNode
 from views import (ambiguity_dist_figure, ambiguity_figure, ambiguity_html, mask_figure, node_choices, probs_figure,
                    race_figure, stats_figure, stats_html, text_html, tree_figure)
 from views.common import committed_pieces, show_token

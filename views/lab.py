@@ -1,6 +1,6 @@
 """Paper-lab figures, drawn from the JSON `python -m eagle_core.lab` writes (or the same dict computed live).
 
-No model code: every function takes plain dicts (eagle_core.lab's report or its parts) and returns a Plotly figure.
+No model code: every function takes plain dicts (eagle_core.lab.measure's report or its parts) and returns a Plotly figure.
 """
 from __future__ import annotations
 

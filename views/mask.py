@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from eagle_core.tree import ancestry
+from eagle_core.decoding.tree import ancestry
 
 from .common import ACCEPTED, as_dict, base_layout, empty_figure, show_token
 
 
 def ancestry_of(rec: dict) -> list[list[bool]]:
-    """The tree attention pattern of a record: eagle_core.tree.ancestry, the same function the verify mask uses."""
+    """The tree attention pattern of a record: eagle_core.decoding.tree.ancestry, the same function the verify mask uses."""
     nodes = sorted(rec["nodes"], key=lambda n: n["index"])
     return ancestry([n["parent"] for n in nodes])
 

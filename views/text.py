@@ -1,7 +1,7 @@
 """The generated text, every token coloured by the cycle that committed it."""
 from __future__ import annotations
 
-from eagle_core.token_bytes import join_pieces
+from eagle_core.model.token_bytes import join_pieces
 
 from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc, esc_attr
 

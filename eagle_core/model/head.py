@@ -37,7 +37,7 @@ from .attention import MAX_QUERIES, small_query_attention
 SHIFTS = ("shifted", "unshifted")
 INPUTS = ("feature+token", "feature", "token")
 HEAD_WEIGHTS = "model.safetensors"
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+from ..paths import ASSETS
 SHIPPED_HEADS = {"shifted": os.path.join(ASSETS, "heads", "smollm2-135m-shifted"),
                  "unshifted": os.path.join(ASSETS, "heads", "smollm2-135m-unshifted")}
 # The Paper lab's input ablation: four heads trained from scratch with one recipe and one budget (fp16 files)
@@ -330,6 +330,6 @@ def resolve_head(spec: str | None, target) -> EagleHead:
         folder = SHIPPED_HEADS.get(spec) or ABLATION_HEADS[spec]
         if not os.path.exists(os.path.join(folder, "config.json")):
             raise HeadLoadError(f"the shipped {spec} head is not in {folder} yet; "
-                                f"use --head random or train one with python -m eagle_core.train")
+                                f"use --head random or train one with python -m eagle_core.training")
         return load_head(folder, target)
     return load_head(spec, target)

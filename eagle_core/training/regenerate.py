@@ -5,10 +5,10 @@ For a 135M target the gap is larger: ShareGPT answers were written by much stron
 the head drafts the target's *own* continuations. Generation is batched (left padding) and the features are
 captured by a hook on the final norm during generation, so no second pass is needed.
 
-    python -m eagle_core.regenerate --prompts 6000 --max-new-tokens 256 --out data/selfgen --minutes 60
+    python -m eagle_core.training.regenerate --prompts 6000 --max-new-tokens 256 --out data/selfgen --minutes 60
 Writes shards in data.py's format (input ids, fp16 features, loss mask = the generated answer, <|im_end|>
 included; ids 'gen:<conversation id>') to OUT/train, resumable per batch, and links OUT/heldout to the ShareGPT
-held-out features. `python -m eagle_core.train ... --selfgen-dir OUT/train [--selfgen-repeat K]` adds them to
+held-out features. `python -m eagle_core.training ... --selfgen-dir OUT/train [--selfgen-repeat K]` adds them to
 the ShareGPT training set.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 import torch
 
 from . import data as D
-from .attention import use_tree_attention
-from .target import load_target
+from ..model.attention import use_tree_attention
+from ..model.target import load_target
 
 
 def training_prompts(n: int, seed: int = 1) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ At T = 0 a static tree accepts the longest path of its nodes whose tokens are th
 3. a cycle's real cost grows with the tree (verified tokens, draft levels), so each candidate size is timed with
    the real decoder, and the size with the highest tau(n) / seconds-per-cycle(n) wins.
 
-    python -m eagle_core.tree_fit --prompts sharegpt-heldout --limit 20 --sizes 1,2,3,4,5,6,8,12 \\
+    python -m eagle_core.bench.tree_fit --prompts sharegpt-heldout --limit 20 --sizes 1,2,3,4,5,6,8,12 \\
         --name smollm2-cpu --out assets/trees/smollm2-cpu.json
 
 The tree is fitted on the held-out ShareGPT split (by default), which none of the benchmark's prompt sets
@@ -28,7 +28,7 @@ import sys
 import time
 from collections import Counter
 
-TREES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "trees")
+from ..paths import TREES as TREES_DIR
 
 
 # ------------------------------------------------------------------------------------------ pure parts
@@ -96,7 +96,7 @@ def load_tree_file(path: str) -> list[list[int]]:
 # ------------------------------------------------------------------------------------------ measuring
 def collect_paths(target, head, prompts, big_tree: str, max_new_tokens: int, draft_vocab: int, draft_dtype: str,
                   progress=print) -> list[tuple[int, ...]]:
-    from .engine import DecodeConfig, stream
+    from ..decoding.engine import DecodeConfig, stream
     cfg = DecodeConfig(draft="static", tree=big_tree, max_new_tokens=max_new_tokens, record_topk=0,
                        draft_vocab=draft_vocab, draft_dtype=draft_dtype)
     paths = []
@@ -109,10 +109,10 @@ def collect_paths(target, head, prompts, big_tree: str, max_new_tokens: int, dra
 
 def time_cycles(target, head, choices, prompts, max_new_tokens: int, draft_vocab: int, draft_dtype: str) -> float:
     """Mean wall seconds of one draft + verify cycle with this tree (the real decoder, lean records)."""
-    from . import draft as D
-    from .engine import DecodeConfig, stream
+    from ..decoding import presets as D
+    from ..decoding.engine import DecodeConfig, stream
     name = "_tree_fit_candidate"
-    D.TREE_PRESETS[name] = choices
+    D.tree_presets()[name] = choices
     try:
         cfg = DecodeConfig(draft="static", tree=name, max_new_tokens=max_new_tokens, record_topk=0,
                            draft_vocab=draft_vocab, draft_dtype=draft_dtype)
@@ -144,10 +144,10 @@ def main(argv=None) -> int:
                     help="take the rank paths from an earlier output instead of decoding again (re-time only)")
     args = ap.parse_args(argv)
     import torch
-    from .bench import BenchError, load_prompts
-    from .engine import default_config
-    from .head import HeadLoadError, resolve_head
-    from .target import TargetLoadError, load_target
+    from .run import BenchError, load_prompts
+    from ..decoding.engine import default_config
+    from ..model.head import HeadLoadError, resolve_head
+    from ..model.target import TargetLoadError, load_target
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
               "head": os.path.relpath(getattr(head, "path", None) or args.head), "target": target.name,
               "draft": {"draft_vocab": base.draft_vocab, "draft_dtype": base.draft_dtype},
               "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
-              "command": "python -m eagle_core.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
+              "command": "python -m eagle_core.bench.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
               "wall_s": round(time.time() - t0, 1), "candidates": rows,
               "rank_paths": [[list(p), k] for p, k in sorted(Counter(paths).items(), key=lambda x: -x[1])]}
     with open(out, "w") as f:

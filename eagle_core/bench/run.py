@@ -154,7 +154,7 @@ def humaneval_prompts() -> list[dict]:
 
 
 def sharegpt_heldout_prompts() -> list[dict]:
-    from .data import heldout_prompts
+    from ..training.data import heldout_prompts
     items = heldout_prompts()
     if not items:
         raise BenchError("the held-out ShareGPT split gave no prompts")
@@ -379,7 +379,7 @@ def device_string(target, threads: int | None = None) -> str:
     except OSError:
         pass
     n = threads if threads is not None else torch.get_num_threads()
-    from .cpu_kernels import describe
+    from ..model.cpu_kernels import describe
     packed = f", {describe(target.kernel_plan)}" if getattr(target, "packed_linears", 0) else ""
     return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}{packed}"
 
@@ -444,7 +444,7 @@ def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: floa
 
 
 def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
-    from .engine import EagleDecoder
+    from ..decoding.engine import EagleDecoder
     t0 = time.perf_counter()
     dec = EagleDecoder(target, head, cfg, prompt_ids)
     cyc = []
@@ -553,15 +553,15 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     warn(text) is called as soon as a run turns out busy (once).
     """
     from tqdm import tqdm
-    from .engine import default_config
+    from ..decoding.engine import default_config
     heads = heads or {}
     methods = parse_methods(",".join(methods))
-    if max_new_tokens < 1:
-        raise BenchError(f"--max-new-tokens must be >= 1 (got {max_new_tokens})")
-    if not (temperature >= 0) or math.isinf(temperature):
-        raise BenchError(f"temperature must be >= 0 (got {temperature})")
-    if not (0 < top_p <= 1):
-        raise BenchError(f"top-p must be in (0, 1] (got {top_p})")
+    from ..decoding.limits import LIMITS   # the same limits as the engine and the page
+    for name, value in (("max_new_tokens", max_new_tokens), ("temperature", temperature), ("top_p", top_p)):
+        try:
+            LIMITS[name].check(value)
+        except ValueError as exc:
+            raise BenchError(str(exc)) from None
     for m in methods:
         s = method_head_shift(m)
         if s and heads.get(s) is None:
@@ -862,7 +862,7 @@ def wait_for_quiet(wait_s: float, probe_s: float = 2.0) -> float | None:
 
 def _load_heads(args, methods, target) -> tuple[dict, str | None]:
     """{shift: head} for the methods' needs; a missing shipped head falls back to a random one, loudly."""
-    from .head import HeadLoadError, SHIPPED_HEADS, resolve_head
+    from ..model.head import HeadLoadError, SHIPPED_HEADS, resolve_head
     need = {method_head_shift(m) for m in methods} - {None}
     heads, notes = {}, []
     specs = {"shifted": args.head,
@@ -905,9 +905,9 @@ def main(argv=None) -> int:
         for out in (args.json, args.plot):
             if out and os.path.dirname(os.path.abspath(out)) and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
                 raise BenchError(f"output folder of {out!r} does not exist")
-        from .draft import TREE_PRESETS
-        if args.tree is not None and args.tree not in TREE_PRESETS:
-            raise BenchError(f"unknown tree preset {args.tree!r}; presets: {', '.join(TREE_PRESETS)}")
+        from ..decoding.presets import tree_presets
+        if args.tree is not None and args.tree not in tree_presets():
+            raise BenchError(f"unknown tree preset {args.tree!r}; presets: {', '.join(tree_presets())}")
         prompts = load_prompts(args.prompts, args.limit)
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
@@ -922,9 +922,9 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
-    from .engine import default_config
-    from .head import HeadLoadError
-    from .target import TargetLoadError, load_target
+    from ..decoding.engine import default_config
+    from ..model.head import HeadLoadError
+    from ..model.target import TargetLoadError, load_target
     try:
         target = load_target(args.target, device=args.device, dtype=args.dtype)
         base = default_config(target.device.type)

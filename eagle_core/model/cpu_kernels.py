@@ -210,3 +210,16 @@ def describe(plan: dict | None) -> str:
     if first == 1:
         return "oneDNN-packed linear kernels from 1 row (timed)"
     return f"linear kernels timed per row count: plain below {first} rows, oneDNN-packed from {first}"
+
+
+def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None) -> int:
+    """Give every nn.Linear of a frozen CPU model a oneDNN weight packed once, used at the row counts where it
+    beats the plain kernel on this machine (see the module's docstring). The `weight` parameters stay (the draft head and
+    the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many layers were
+    packed (0 where oneDNN is unavailable); `plan`, when given, receives the timing plan; `run(rows)`, when
+    given, makes one forward pass of `rows` tokens, on which the choice is timed (else layer by layer).
+    """
+    got = plan_kernels(model, batch_hint=batch_hint, run=run)
+    if plan is not None:
+        plan.update(got)
+    return got["layers"]

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from .attention import use_tree_attention
-from .cpu_kernels import plan_kernels
+from .cpu_kernels import pack_cpu_linears
 from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
@@ -24,20 +24,6 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 
 class TargetLoadError(ValueError):
     """A target that cannot be loaded; the message is meant for the user."""
-
-
-# ------------------------------------------------------------------------------- CPU: linear kernels
-def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None) -> int:
-    """Give every nn.Linear of a frozen CPU model a oneDNN weight packed once, used at the row counts where it
-    beats the plain kernel on this machine (cpu_kernels.py). The `weight` parameters stay (the draft head and
-    the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many layers were
-    packed (0 where oneDNN is unavailable); `plan`, when given, receives the timing plan; `run(rows)`, when
-    given, makes one forward pass of `rows` tokens, on which the choice is timed (else layer by layer).
-    """
-    got = plan_kernels(model, batch_hint=batch_hint, run=run)
-    if plan is not None:
-        plan.update(got)
-    return got["layers"]
 
 
 def pick_device(device: str | None = None) -> torch.device:

@@ -24,68 +24,9 @@ from dataclasses import dataclass
 import torch
 
 from .sampling import gumbel_topk, warp_logits
-from .target import pack_cpu_linears
+from ..model.cpu_kernels import pack_cpu_linears
+from .presets import chain_choices, children_of_path, tree_presets
 from .tree import DraftTree
-
-# EAGLE-1's default tree for 7B targets (SafeAILab/EAGLE choices.py, mc_sim_7b_63): 25 drafted tokens + root,
-# depth 5, widths 4/8/8/3/2.
-MC_SIM_7B_63 = [[0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 0], [2, 1], [3, 0],
-                [0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 1, 1], [0, 2, 0], [0, 2, 1], [1, 0, 0],
-                [0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 0, 0], [0, 0, 0, 0, 1]]
-
-TREE_PRESETS = {
-    "mc_sim_7b_63": MC_SIM_7B_63,
-    # small trees for a CPU, where every extra verified token costs real time (a 12-token verify pass costs
-    # ~1.8 one-token passes on the 2-core dev machine)
-    "cpu-4": [[0], [1], [2], [0, 0]],
-    "cpu-6": [[0], [1], [2], [0, 0], [1, 0], [0, 0, 0]],
-    "cpu-12": [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0],
-               [0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
-    "cpu-8": [[0], [1], [0, 0], [1, 0], [0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
-}
-
-
-def _load_fitted_trees(folder: str) -> dict:
-    """Trees fitted to measured acceptance by `python -m eagle_core.tree_fit` (assets/trees/NAME.json)."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
-        try:
-            with open(path) as f:
-                choices = [[int(r) for r in c] for c in json.load(f)["choices"]]
-            children_of_path(choices)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(f"skipping tree file {path}: {exc}")
-            continue
-        out[os.path.splitext(os.path.basename(path))[0]] = choices
-    return out
-
-
-def chain_choices(depth: int) -> list[list[int]]:
-    return [[0] * d for d in range(1, depth + 1)]
-
-
-def children_of_path(choices) -> dict:
-    """{parent path: sorted child ranks}; checks that the choices form a tree with ranks 0..k-1 per node
-    (sampled children are the first k draws without replacement, so a rank cannot be skipped)."""
-    kids = {}
-    paths = {tuple(c) for c in choices}
-    for c in choices:
-        c = tuple(int(r) for r in c)
-        if not c or min(c) < 0:
-            raise ValueError(f"bad tree choice {list(c)}")
-        if len(c) > 1 and c[:-1] not in paths:
-            raise ValueError(f"tree choice {list(c)} has no parent {list(c[:-1])} in the tree")
-        kids.setdefault(c[:-1], []).append(c[-1])
-    for parent, ranks in kids.items():
-        if sorted(ranks) != list(range(len(ranks))):
-            raise ValueError(f"children of {list(parent)} have ranks {sorted(ranks)}; need 0..{len(ranks) - 1}")
-        kids[parent] = sorted(ranks)
-    return kids
-
-
-TREE_PRESETS.update(_load_fitted_trees(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                                     "assets", "trees")))
-
 
 @dataclass
 class DraftSpec:
@@ -100,7 +41,10 @@ class DraftSpec:
             return chain_choices(self.depth)
         if self.kind == "vanilla":
             return []
-        return [list(c) for c in (self.choices or TREE_PRESETS["mc_sim_7b_63"])]
+        choices = tree_presets()["mc_sim_7b_63"] if self.choices is None else self.choices
+        if not choices:   # an empty static tree drafts nothing: a config error, never a silent default
+            raise ValueError("a static tree needs at least one drafted node (got an empty choice list)")
+        return [list(c) for c in choices]
 
     @property
     def max_nodes(self) -> int:

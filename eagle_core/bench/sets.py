@@ -1,9 +1,9 @@
 """The benchmark on every shared prompt set, with one command, one process and one set of defaults.
 
-    python -m eagle_core.bench_sets --limit 20 [--sets mt_bench,humaneval,gsm8k,alpaca] [--data ../shared/data] \
+    python -m eagle_core.bench.sets --limit 20 [--sets mt_bench,humaneval,gsm8k,alpaca] [--data ../shared/data] \
         [--methods hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup] [--out assets/bench]
 
-For each set it runs eagle_core.bench.run_bench (same target, heads, tree and kernels for all: nothing is tuned per
+For each set it runs eagle_core.bench.run.run_bench (same target, heads, tree and kernels for all: nothing is tuned per
 set) and writes OUT/sets_<set>_t0_cpu.json; then a combined table (one row per set: tau, tokens/s, speedup with its
 95% interval, prompt lookup) to stdout and OUT/sets_t0_cpu.md, and one chart of every set, OUT/sets_t0_cpu.png.
 The machine is checked before the run and during every timed run, as the benchmark does.
@@ -17,7 +17,8 @@ import os
 import shlex
 import sys
 
-from . import bench, machine_load
+from . import run as bench
+from . import machine_load
 
 SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
 DEFAULT_METHODS = "hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup"
@@ -107,7 +108,7 @@ def write_sets_plot(reports: dict[str, dict], path: str):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench_sets", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.sets", description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--data", default=DATA, help="folder of the <set>_question.jsonl files")
     ap.add_argument("--limit", type=int, default=20)
@@ -145,9 +146,9 @@ def main(argv=None) -> int:
         return refused
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
-    from .engine import default_config
-    from .head import resolve_head
-    from .target import load_target
+    from ..decoding.engine import default_config
+    from ..model.head import resolve_head
+    from ..model.target import load_target
     target = load_target()
     base = default_config(target.device.type)
     need = {bench.method_head_shift(m) for m in methods} - {None}
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
     for s in sets:
         print(f"[{s}] {len(prompts[s])} prompts ...", file=sys.stderr, flush=True)
         config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  "command": "python -m eagle_core.bench_sets " + shlex.join(argv_s),
+                  "command": "python -m eagle_core.bench.sets " + shlex.join(argv_s),
                   "prompts": os.path.join(args.data, f"{s}_question.jsonl"), "limit": args.limit,
                   "heads": {k: h.path for k, h in heads.items()}, "kernel_plan": target.kernel_plan,
                   "tree_fitted_on": _tree_fitted_on(base.tree)}
@@ -169,7 +170,7 @@ def main(argv=None) -> int:
         print(bench.format_table(rep), file=sys.stderr)
         with open(os.path.join(args.out, f"sets_{s}_t0_cpu.json"), "w") as f:
             json.dump(rep, f, indent=1)
-    return _write_summary(reports, args.out, "python -m eagle_core.bench_sets " + shlex.join(argv_s), device)
+    return _write_summary(reports, args.out, "python -m eagle_core.bench.sets " + shlex.join(argv_s), device)
 
 
 def _write_summary(reports: dict, out: str, command: str, device: str) -> int:

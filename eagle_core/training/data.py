@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 SHAREGPT_FILE = os.path.join("data", "ShareGPT_V3_unfiltered_cleaned_split.json")
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+from ..paths import ASSETS
 HELDOUT_FILE = os.path.join(ASSETS, "sharegpt_heldout_ids.json")
 ROLE_MAP = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant",
             "bing": "assistant", "assistant": "assistant", "system": "system"}
@@ -144,7 +144,7 @@ def make_heldout(conversations, n: int = 200, seed: int = 0, path: str = HELDOUT
 
 def heldout_ids(path: str = HELDOUT_FILE) -> list[str]:
     if not os.path.exists(path):
-        raise DataError(f"held-out split {path} is missing (python -m eagle_core.data --make-heldout)")
+        raise DataError(f"held-out split {path} is missing (python -m eagle_core.training.data --make-heldout)")
     with open(path) as f:
         return list(json.load(f)["ids"])
 

@@ -1,4 +1,4 @@
-"""Train an EAGLE draft head on ShareGPT: `python -m eagle_core.train --shift shifted|unshifted ...`
+"""Train an EAGLE draft head on ShareGPT: `python -m eagle_core.training --shift shifted|unshifted ...`
 
 `--inputs feature|token` trains the Paper lab's ablation heads (head.py): the same loss on the same outputs,
 only what the head sees differs.
@@ -13,7 +13,7 @@ Stages (each resumable; re-running the same command continues where it stopped):
 Objective (EAGLE, arXiv 2401.15077): the head predicts f_j from [e(t_j), f_{j-1}] (shifted) or
 [e(t_{j-1}), f_{j-1}] (unshifted); loss = SmoothL1(f_hat, f) + 0.1 * CE(softmax(lm(f)), log_softmax(lm(f_hat))),
 on assistant tokens only; U(-noise, noise) is added to the input features. AdamW(0.9, 0.95), warm-up + cosine
-decay, gradient clipping. The same script runs on one or many GPUs with `accelerate launch -m eagle_core.train`.
+decay, gradient clipping. The same script runs on one or many GPUs with `accelerate launch -m eagle_core.training`.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from . import data as D
-from .head import INPUTS, SHIPPED_HEADS, EagleHead, HeadCache, head_config_from_target
+from ..model.head import INPUTS, SHIPPED_HEADS, EagleHead, HeadCache, head_config_from_target
 
 
 @dataclass
@@ -277,7 +277,7 @@ def selfgen_store(folder: str, held_ids) -> D.FeatureStore:
     if bad:
         raise SystemExit(f"{folder}: {len(bad)} sequences are not self-generated training prompts (e.g. {bad[0]})")
     if not store.seqs:
-        raise SystemExit(f"no self-generated shards in {folder} (python -m eagle_core.regenerate)")
+        raise SystemExit(f"no self-generated shards in {folder} (python -m eagle_core.training.regenerate)")
     return store
 
 
@@ -322,7 +322,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     from accelerate import Accelerator
     from tqdm import tqdm
 
-    from .target import load_target
+    from ..model.target import load_target
 
     cfg.resolve()
     acc = Accelerator(mixed_precision="bf16" if cfg.train_bf16 else "no")
@@ -369,7 +369,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
         selfgen = {"dir": cfg.selfgen_dir, "sequences": len(gen.seqs), "tokens": gen.tokens,
                    "answer_tokens": gen.assistant_tokens, "repeat": cfg.selfgen_repeat,
                    "source": "the target's own answers to first turns of training conversations "
-                             "(python -m eagle_core.regenerate; features captured during generation)"}
+                             "(python -m eagle_core.training.regenerate; features captured during generation)"}
         meta_path = os.path.join(cfg.selfgen_dir, "meta.json")
         if os.path.exists(meta_path):
             with open(meta_path) as f:
@@ -391,7 +391,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     head = EagleHead(head_config_from_target(target.config, cfg.shift, inputs=cfg.inputs)).to(acc.device)
     previous_card = None
     if cfg.init:
-        from .head import load_head
+        from ..model.head import load_head
         init = load_head(cfg.init, target)
         if (init.shift, init.inputs) != (cfg.shift, cfg.inputs):
             raise SystemExit(f"--init {cfg.init} is a {init.kind} head, not {head.kind}")
@@ -549,7 +549,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
 
 
 def parse_args(argv=None) -> TrainConfig:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.train", description=__doc__.split("\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.training", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for f in dataclasses.fields(TrainConfig):
         name = "--" + f.name.replace("_", "-")

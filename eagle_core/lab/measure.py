@@ -135,7 +135,7 @@ def accept_length_histogram(records) -> dict:
     "reached": [cycles that reached depth k, the denominator of alpha_k], "cycles": n}: alpha_k as the benchmark
     counts it (bench.depth_counts): of the cycles whose first k drafts were accepted and whose tree had a depth
     k+1, the share that accepted depth k+1 too."""
-    from .bench import depth_counts
+    from ..bench.run import depth_counts
     cycles = [(_get(r, "accept_length", len(_get(r, "accepted_path", []))),
                max(_get(x, "depth", 0) for x in _get(r, "nodes"))) for r in drafting_cycles(records)]
     counts = [0] * max((max(L, d) + 1 for L, d in cycles), default=0)
@@ -207,7 +207,7 @@ def read_card(folder: str) -> dict | None:
 # ============================================================================ running (the CLI and the app)
 def decode_records(target, head, cfg, prompts, progress=None) -> list[tuple[str, list]]:
     """[(prompt id, records)] of one generation per prompt with this config (lean records, no top-k lists)."""
-    from .engine import stream
+    from ..decoding.engine import stream
     out = []
     for k, p in enumerate(prompts):
         recs = list(stream(target, head, cfg, target.render_prompt(p["prompt"])))
@@ -297,7 +297,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--json", required=True, metavar="OUT")
     args = ap.parse_args(argv)
-    from .bench import BenchError, load_prompts
+    from ..bench.run import BenchError, load_prompts
     try:
         if args.limit < 1 or args.max_new_tokens < 1:
             raise BenchError("--limit and --max-new-tokens must be >= 1")
@@ -305,14 +305,14 @@ def main(argv=None) -> int:
     except (BenchError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from .engine import default_config
-    from .head import ABLATION_HEADS, SHIPPED_HEADS, resolve_head
-    from .target import load_target
-    from .tree_fit import TREES_DIR
+    from ..decoding.engine import default_config
+    from ..model.head import ABLATION_HEADS, SHIPPED_HEADS, resolve_head
+    from ..model.target import load_target
+    from ..bench.tree_fit import TREES_DIR
     missing = [s for s in INPUT_KINDS.values() if not os.path.exists(os.path.join(ABLATION_HEADS[s], "config.json"))]
     if missing:
         print(f"error: the ablation heads {missing} are not in assets/heads/ablation (train them with "
-              f"python -m eagle_core.train --inputs ... --out assets/heads/ablation/NAME; see README)", file=sys.stderr)
+              f"python -m eagle_core.training --inputs ... --out assets/heads/ablation/NAME; see README)", file=sys.stderr)
         return 2
     t0 = time.time()
     target = load_target()

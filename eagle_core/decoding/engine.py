@@ -19,19 +19,21 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from .draft import TREE_PRESETS, Drafter, DraftSpec
+from .draft import Drafter, DraftSpec
+from .limits import LIMITS
+from .presets import tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
 from .sampling import sample, warp_logits
-from .target import pick_dtype
+from ..model.target import pick_dtype
 from .tree import DraftTree
 from .verify import accept_tree
-from .vocab import load_draft_vocab
+from ..model.vocab import load_draft_vocab
 
 
 @dataclass
 class DecodeConfig:
     draft: str = "static"            # chain | static | dynamic | vanilla
-    tree: str = "cpu-12"             # static preset name (TREE_PRESETS)
+    tree: str = "cpu-12"             # static preset name (presets.tree_presets)
     depth: int = 5                   # chain / dynamic
     top_k: int = 8                   # dynamic: expansion width
     total_tokens: int = 24           # dynamic: nodes kept after rerank
@@ -49,23 +51,20 @@ class DecodeConfig:
             raise ValueError(f"unknown draft shape {self.draft!r}; use chain, static, dynamic or vanilla")
         choices = None
         if self.draft == "static":
-            if self.tree not in TREE_PRESETS:
-                raise ValueError(f"unknown tree preset {self.tree!r}; presets: {', '.join(TREE_PRESETS)}")
-            choices = TREE_PRESETS[self.tree]
+            if self.tree not in tree_presets():
+                raise ValueError(f"unknown tree preset {self.tree!r}; presets: {', '.join(tree_presets())}")
+            choices = tree_presets()[self.tree]
         return DraftSpec(kind=self.draft, choices=choices, depth=self.depth, top_k=self.top_k,
                          total_tokens=self.total_tokens)
 
     def check(self):
-        if not (self.temperature >= 0) or math.isinf(self.temperature):
-            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max-new-tokens must be >= 1 (got {self.max_new_tokens})")
-        if not (0 < self.top_p <= 1):
-            raise ValueError(f"top-p must be in (0, 1] (got {self.top_p})")
-        if self.draft in ("chain", "dynamic") and not (1 <= self.depth <= 16):
-            raise ValueError(f"depth must be in 1..16 (got {self.depth})")
-        if self.draft == "dynamic" and not (1 <= self.top_k <= 64 and 1 <= self.total_tokens <= 256):
-            raise ValueError("dynamic tree needs 1 <= top-k <= 64 and 1 <= total-tokens <= 256")
+        """Every value inside the one table of limits (limits.py); the message names the value for users."""
+        if math.isnan(self.temperature):
+            raise ValueError("Temperature must be a number (got nan)")
+        names = ["temperature", "top_p", "seed", "max_new_tokens"]
+        names += {"chain": ["depth"], "dynamic": ["depth", "top_k", "total_tokens"]}.get(self.draft, [])
+        for name in names:
+            LIMITS[name].check(getattr(self, name))
         if self.top_k_sampling < 0:
             raise ValueError("top-k sampling must be >= 0")
         self.spec()
@@ -339,9 +338,9 @@ def generate(target, head, cfg: DecodeConfig, prompt_ids: list[int], prompt: str
 def default_config(device_type: str = "cpu") -> DecodeConfig:
     """Defaults per device: a CPU pays for every verified token, a GPU verifies a wide tree almost for free."""
     if device_type == "cpu":
-        # a small static tree: the one eagle_core.tree_fit fitted
+        # a small static tree: the one eagle_core.bench.tree_fit fitted
         # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json), else cpu-4;
         # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x (output stays exact)
-        tree = "smollm2-cpu" if "smollm2-cpu" in TREE_PRESETS else "cpu-4"
+        tree = "smollm2-cpu" if "smollm2-cpu" in tree_presets() else "cpu-4"
         return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="bfloat16")
     return DecodeConfig(draft="dynamic", depth=6, top_k=10, total_tokens=60)

@@ -5,7 +5,7 @@ layer itself. Drafting over the K most frequent tokens (as EAGLE-3 and FR-Spec d
 Verification still runs over the full vocabulary, so the output stays exact: a token outside the draft
 vocabulary simply has q = 0 and is produced by the target's own bonus/correction step.
 
-    python -m eagle_core.vocab [--conversations 3000]   # writes assets/draft_vocab_smollm2-135m.safetensors
+    python -m eagle_core.model.vocab [--conversations 3000]   # writes assets/draft_vocab_smollm2-135m.safetensors
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import torch
 from safetensors.torch import load_file, save_file
 
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+from ..paths import ASSETS
 DEFAULT_VOCAB_FILE = os.path.join(ASSETS, "draft_vocab_smollm2-135m.safetensors")
 
 
@@ -24,7 +24,7 @@ def count_assistant_tokens(tokenizer, vocab_size: int, conversations: int = 3000
 
     Each assistant message is tokenized on its own (batched; boundary effects are negligible for counting).
     """
-    from .data import load_conversations, split_conversations
+    from ..training.data import load_conversations, split_conversations
     train, _ = split_conversations(load_conversations())
     texts = [m["content"] for _, messages in train[:conversations] for m in messages if m["role"] == "assistant"]
     counts = torch.zeros(vocab_size, dtype=torch.long)

@@ -1,0 +1,30 @@
+"""The one table of input limits: the page's sliders, the page's input normalisation, DecodeConfig.check and the
+benchmark all read these, so a value the page accepts is a value the engine accepts, and the other way round."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limit:
+    lo: float
+    hi: float
+    kind: type          # int or float
+    label: str          # how the page and the error messages name it
+
+    def check(self, value) -> None:
+        """Raise ValueError with a message for users when `value` is outside [lo, hi]."""
+        if not (self.lo <= value <= self.hi):
+            raise ValueError(f"{self.label} must be between {self.lo:g} and {self.hi:g} (got {value})")
+
+
+# keys are DecodeConfig field names
+LIMITS: dict[str, Limit] = {
+    "temperature": Limit(0.0, 2.0, float, "Temperature"),
+    "top_p": Limit(0.05, 1.0, float, "Top-p"),
+    "seed": Limit(0, 2 ** 31 - 1, int, "Seed"),
+    "depth": Limit(1, 12, int, "Depth"),
+    "top_k": Limit(1, 16, int, "Top-k"),
+    "total_tokens": Limit(2, 80, int, "Total tokens"),
+    "max_new_tokens": Limit(1, 512, int, "Max new tokens"),
+}
