@@ -1,0 +1,147 @@
+"""A session's generation on the shared model: its decoder (live, or a Replay of a generation decoded in one go),
+built for a prompt and settings, advanced one cycle per model turn. Records are plain dicts (what the page keeps
+in its state and the views draw)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+from .errors import Finished, UserError
+from .gpu import PRECOMPUTE, ZERO_GPU, gpu
+from .loading import MODEL
+from .sessions import Session
+from .turns import model_turn, one_turn, release_turn
+
+MAX_PROMPT_CHARS = 4000
+
+
+class Replay:
+    """A generation decoded in one go (PRECOMPUTE), revealed cycle by cycle like a live decoder: a cycle no
+    sooner than its engine time after the previous one, so a Run streams at the decoder's pace and Stop ends it."""
+
+    def __init__(self, records: list):
+        self.records, self.next, self.shown = records, 0, time.perf_counter()
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.records)
+
+    def step(self) -> dict:
+        rec = self.records[self.next]
+        wait = self.shown + sum(rec.get(k) or 0.0 for k in ("draft_seconds", "verify_seconds", "other_seconds")) \
+            - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        self.next, self.shown = self.next + 1, time.perf_counter()
+        return rec
+
+
+def check_prompt(prompt) -> str:
+    prompt = prompt if isinstance(prompt, str) else ""
+    if not prompt.strip():
+        raise UserError("The prompt is empty: type a question or pick an example.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise UserError(f"The prompt is {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
+    return prompt
+
+
+def new_decoder(cfg, shift: str, prompt: str):
+    """A decoder of the prompt (wrapped in the chat template) with the shifted or unshifted head."""
+    from ..decoding.engine import EagleDecoder
+    target, heads = MODEL.require()
+    return EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+
+
+def as_dicts(recs) -> list[dict]:
+    return [r if isinstance(r, dict) else dataclasses.asdict(r) for r in recs]
+
+
+@gpu
+def decode_all(cfg, shift: str, prompt: str) -> list:
+    """A whole generation in one call, timed by the engine (ZeroGPU: one GPU call per generation)."""
+    dec = new_decoder(cfg, shift, prompt)
+    while not dec.done:
+        dec.step()
+    return as_dicts(dec.cycles)
+
+
+def decode_cycle_by_cycle(cfg, shift: str, prompt: str) -> list:
+    """A whole generation, blocking, but one cycle per model turn: the lock is held for one cycle at a time,
+    as it promises, so other sessions interleave (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU)."""
+    dec = new_decoder(cfg, shift, prompt)
+    while not dec.done:
+        with one_turn():
+            dec.step()
+    return as_dicts(dec.cycles)
+
+
+def precomputed(cfg, shift: str, prompt: str) -> list:
+    return decode_all(cfg, shift, prompt) if ZERO_GPU else decode_cycle_by_cycle(cfg, shift, prompt)
+
+
+def advance(dec, n: int = 1) -> list:
+    """Up to n cycles of a decoder (live or Replay) as record dicts; [] when there is none or it is done."""
+    out = []
+    for _ in range(n):
+        if dec is None or dec.done:
+            break
+        out.append(dec.step())
+    return as_dicts(out)
+
+
+def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
+    """Generator: a whole generation, one cycle per model turn (other sessions interleave); yields what
+    `waiting(ahead, s)` / `progress(records)` return, and returns the records. Engine-timed, so the speed
+    figures do not include the waits."""
+    if ZERO_GPU or PRECOMPUTE:
+        return precomputed(cfg, shift, prompt)
+    dec = new_decoder(cfg, shift, prompt)
+    last = time.perf_counter()
+    while not dec.done:
+        ticket = yield from model_turn(waiting)
+        try:
+            dec.step()
+        finally:
+            release_turn(ticket)
+        if progress is not None and time.perf_counter() - last > 0.5:
+            last = time.perf_counter()
+            yield progress(dec.cycles)
+    return as_dicts(dec.cycles)
+
+
+def generation_key(prompt: str, shift: str, cfg) -> str:
+    return json.dumps([prompt, shift, dataclasses.asdict(cfg)])
+
+
+def ensure_decoder(state: dict, ent: Session, prompt, shift: str, cfg, idle_timeout: float) -> str:
+    """The session's decoder for these settings: a new generation when there is none or the prompt/settings
+    changed. A finished generation with the same prompt and settings is kept (Finished): a Step or Run queued
+    behind it must not throw its text away. The caller has claimed `ent`. Returns a notice."""
+    MODEL.require()
+    prompt = check_prompt(prompt)
+    key = generation_key(prompt, shift, cfg)
+    dec = ent.decoder
+    if dec is not None and ent.key == key and state.get("source") == "live":
+        if not dec.done:
+            return ""
+        recs = state.get("records") or []
+        why = recs[-1].get("finished") if recs else None
+        raise Finished(f"This generation is finished ({why or 'done'}). Press Reset to start it again, or change "
+                       f"the prompt or a setting for a new one.")
+    if ent.expired:
+        ent.expired = False
+        notice = (f"Your session was idle for over {idle_timeout / 60:.0f} minutes, so the server freed its "
+                  f"decoder; started a new generation.")
+    elif dec is not None and ent.key != key and state.get("source") == "live":
+        notice = "Prompt or settings changed: started a new generation."
+    else:
+        notice = ""
+    ent.decoder = Replay(precomputed(cfg, shift, prompt)) if PRECOMPUTE else new_decoder(cfg, shift, prompt)
+    ent.key = key
+    state.update(records=[], prompt=prompt, source="live", seen=[0, 0.0])
+    return notice
+
+
+def committed_tokens(state) -> int:
+    return sum(len(r["new_tokens"]) for r in state.get("records") or [])

@@ -1,0 +1,140 @@
+"""What the tabs share: the Lens settings as one object, the table of input limits applied to them, the presets,
+the recorded runs the page paints first, and small helpers for messages."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import traceback
+
+import gradio as gr
+
+from eagle_core.decoding.engine import DecodeConfig, default_config
+from eagle_core.decoding.limits import LIMITS
+from eagle_core.decoding.presets import tree_presets
+from eagle_core.paths import ASSETS
+from eagle_core.serving.errors import UserError
+from eagle_core.serving.generation import MAX_PROMPT_CHARS
+from eagle_core.serving.loading import MODEL
+
+# the lesson's default: a real tree (assets/trees/smollm2-cpu-tree.json). The CPU speed default (smollm2-cpu, what
+# the benchmark and the CLI run) is fitted per machine and on the 2-core Intel dev machine is a 2-node chain
+DEFAULT_PRESET = "smollm2-cpu-tree" if "smollm2-cpu-tree" in tree_presets() else default_config("cpu").tree
+PRESETS = [DEFAULT_PRESET] + [p for p in tree_presets() if p != DEFAULT_PRESET and not p.startswith("_")]
+EXAMPLES = ["How can I learn Python quickly?", "Write a Python function that checks if a number is prime.",
+            "What is 17 * 23? Explain step by step.", "What are three tips for a good night's sleep?"]
+
+
+@dataclasses.dataclass
+class Settings:
+    """The Lens tab's controls, in the order of the API's inputs (after the session state)."""
+    prompt: str = EXAMPLES[0]
+    shifted: bool = True
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    shape: str = "Tree"                   # Tree | Chain
+    tree_kind: str = "static (EAGLE-1)"   # static (EAGLE-1) | dynamic (EAGLE-2)
+    preset: str = DEFAULT_PRESET
+    depth: int = 5
+    top_k: int = 6
+    total_tokens: int = 24
+    max_new_tokens: int = 64
+
+    @classmethod
+    def of(cls, *values) -> "Settings":
+        return cls(*values)
+
+    @property
+    def shift(self) -> str:
+        return "shifted" if self.shifted else "unshifted"
+
+    @property
+    def draft(self) -> str:
+        if self.shape == "Chain":
+            return "chain"
+        return "dynamic" if str(self.tree_kind).startswith("dynamic") else "static"
+
+    def config(self) -> DecodeConfig:
+        """The engine's config; every number checked against the one table of limits (a message, not a trace)."""
+        values = {}
+        for name in ("temperature", "top_p", "seed", "depth", "top_k", "total_tokens", "max_new_tokens"):
+            lim, v = LIMITS[name], getattr(self, name)
+            try:
+                x = lim.kind(v)
+            except (TypeError, ValueError):
+                raise UserError(f"{lim.label} must be a number (got {v!r})") from None
+            lim.check(x)
+            values[name] = x
+        if self.draft == "static" and self.preset not in PRESETS:
+            raise UserError(f"unknown tree preset {self.preset!r}")
+        speed = default_config(MODEL.device_type)   # the device's drafting precision and draft vocabulary
+        cfg = DecodeConfig(draft=self.draft, tree=self.preset if self.preset in PRESETS else DEFAULT_PRESET,
+                           draft_vocab=speed.draft_vocab, draft_dtype=speed.draft_dtype, **values)
+        cfg.check()
+        return cfg
+
+
+SETTING_NAMES = [f.name for f in dataclasses.fields(Settings)]
+
+
+def normalise(s: Settings) -> tuple[Settings, str]:
+    """Before Step / Run / Race: values outside their limits are brought inside, an over-long prompt is cut, and
+    the note says what was changed; the controls then show the values actually used."""
+    notes, out = [], dataclasses.replace(s)
+    for name in ("temperature", "top_p", "seed", "depth", "top_k", "total_tokens", "max_new_tokens"):
+        lim, v = LIMITS[name], getattr(s, name)
+        try:
+            x = lim.kind(float(v))
+        except (TypeError, ValueError):
+            x = lim.kind(lim.hi if name == "top_p" else lim.lo)
+            notes.append(f"{lim.label} “{v}” is not a number: using {x}.")
+            setattr(out, name, x)
+            continue
+        if name == "seed" and x < 0:
+            notes.append(f"Seed {x} is negative: using {-x}.")
+            x = -x
+        if not lim.lo <= x <= lim.hi:
+            y = lim.kind(min(lim.hi, max(lim.lo, x)))
+            notes.append(f"{lim.label} {v} is outside {lim.lo:g}–{lim.hi:g}: using {y}.")
+            x = y
+        setattr(out, name, x)
+    p = s.prompt if isinstance(s.prompt, str) else ""
+    if len(p) > MAX_PROMPT_CHARS:
+        notes.append(f"The prompt had {len(p):,} characters; the first {MAX_PROMPT_CHARS:,} are used (the box now "
+                     f"shows them).")
+        p = p[:MAX_PROMPT_CHARS]
+    out.prompt = p
+    if out.draft == "static" and s.preset not in PRESETS:
+        notes.append(f"Unknown tree preset “{s.preset}”: using {DEFAULT_PRESET}.")
+        out.preset = DEFAULT_PRESET
+    return out, ("ℹ️ " + " ".join(notes)) if notes else ""
+
+
+def limit_slider(name: str, value, step=1, label: str | None = None, **kw) -> gr.Slider:
+    """A slider whose range is the table's (decoding/limits.py)."""
+    lim = LIMITS[name]
+    return gr.Slider(lim.lo, lim.hi, value=value, step=step, label=label or lim.label, **kw)
+
+
+def brief(exc) -> str:
+    """One line about an unexpected error for the page (the trace goes to the server log only)."""
+    msg = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def unexpected(exc) -> str:
+    traceback.print_exc()
+    return brief(exc)
+
+
+def load_json(*parts) -> dict | None:
+    try:
+        with open(os.path.join(ASSETS, *parts)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+TRACE = load_json("trace_default.json")
+TRACES = {n: t for n in ("default", "temperature") if (t := load_json(f"trace_{n}.json"))}   # for the walkthrough

@@ -1,0 +1,228 @@
+"""The Paper lab tab: the papers' findings measured on this app's model, painted from assets/lab.json at once, and
+recomputed live (one cycle per model turn) on typed prompts."""
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+
+import views
+import views.lab as vl
+from eagle_core.decoding.engine import default_config
+from eagle_core.lab.measure import lab_plan
+from eagle_core.serving import generation
+from eagle_core.serving.errors import UserError
+from eagle_core.serving.loading import MODEL, lab_heads
+from eagle_core.serving.turns import queue_note
+
+from .common import load_json, unexpected
+
+LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
+LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
+               "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
+               "Why is the sky blue? Answer for a ten-year-old.\nList five uses of a paper clip.")
+LAB_MAX_PROMPTS = 10
+LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
+# the panels a live recompute redraws, in the order of its outputs
+LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "tree_md", "heat", "rel", "pos_md", "hist", "bench_hist")
+LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(default_config("cpu"))]   # the generations of a recompute
+
+
+def load_bench_histograms(method: str = "eagle-static") -> dict:
+    """{prompt set: {"counts", "alpha", "method"}} from the shipped benchmark JSONs
+    (`python -m eagle_core.bench.sets`: assets/bench/sets_<set>_t0_cpu.json) that carry the histogram."""
+    from eagle_core.bench.sets import SETS
+    out = {}
+    for name in SETS:
+        try:
+            m = load_json("bench", f"sets_{name}_t0_cpu.json")["methods"][method]
+        except (TypeError, KeyError):
+            continue
+        if m.get("accept_length_counts"):
+            out[name] = {"counts": m["accept_length_counts"], "alpha": m.get("accept_rate_by_depth"),
+                         "method": method}
+    return out
+
+
+BENCH_HIST = load_bench_histograms()
+
+
+def lab_figures(report: dict | None) -> dict:
+    """The Paper lab's panels from a lab report: input kinds (figure + table), data phases, tree vs chain, tree
+    sizes, positions heatmap, reliability curve, accepted-length histograms (EAGLE-1's tree; the benchmark's
+    configuration)."""
+    if not report:
+        empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
+        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "tree_md": "",
+                "sizes": "", "heat": empty, "rel": empty, "pos_md": "", "hist": empty, "bench_hist": empty}
+    bench = report.get("bench_histogram")
+    return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
+            "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
+                         + vl.inputs_finding(report["inputs"]),
+            "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
+            "tree": vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain",
+                                    report.get("plain")),
+            "tree_md": vl.tree_finding(report["tree_vs_chain"]),
+            "pos_md": vl.positions_finding(report["positions"], report.get("calibration_error")),
+            "sizes": vl.sizes_table(report.get("tree_sizes")),
+            "heat": vl.position_heatmap(report["positions"]),
+            "rel": vl.reliability(report["calibration"], report.get("calibration_error"), vl.PAPER_CALIBRATION),
+            "hist": vl.accept_histogram(report["histogram"], "EAGLE-1's 25-node tree"),
+            "bench_hist": vl.accept_histogram(bench, f"the benchmark's configuration ({bench['config']})")
+            if bench else views.common.empty_figure("Not in this lab report; press Recompute")}
+
+
+def lab_source(report: dict | None) -> str:
+    if not report:
+        return ""
+    return (f"Measured by `{report.get('command')}` on {report.get('date')}: {report.get('n_prompts')} prompts, "
+            f"{report.get('max_new_tokens')} new tokens each, T = 0.")
+
+
+def lab_cost_note(report: dict | None) -> str:
+    """What a live recompute will run, and what the shipped run took per generation (measured, not guessed)."""
+    note = f"A live recompute runs {len(LAB_PLAN_NAMES)} generations per prompt ({LAB_LIVE_TOKENS} new tokens each)"
+    if report and report.get("wall_s") and report.get("n_prompts"):
+        per = report["wall_s"] / (report["n_prompts"] * len(LAB_PLAN_NAMES))
+        note += (f"; the shipped run took {per:.1f} s per generation of {report.get('max_new_tokens')} tokens "
+                 f"(model loading included) on the machine that wrote it")
+    return note + "."
+
+
+def lab_prompts(text, n) -> tuple[list[str], str]:
+    """The prompts a recompute runs, and a note when fewer than asked for are run."""
+    prompts = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        raise UserError("The number of prompts must be a number.") from None
+    if not prompts:
+        raise UserError("Type at least one prompt (one per line).")
+    note = ""
+    if n > len(prompts) or n > LAB_MAX_PROMPTS or n < 1:
+        note = f" (asked for {n}; ran {min(max(n, 1), len(prompts), LAB_MAX_PROMPTS)})"
+    prompts = prompts[:max(1, min(n, LAB_MAX_PROMPTS))]
+    if any(len(p) > 2000 for p in prompts):
+        raise UserError("Keep each prompt under 2,000 characters.")
+    return prompts, note
+
+
+class LabTab:
+    def __init__(self, state):
+        self.state = state   # the session state: the session histogram reads the Lens tab's cycles
+
+    def build(self):
+        lab0 = lab_figures(LAB)
+        with gr.Tab("Paper lab", id="lab"):
+            gr.Markdown("The papers' findings, measured on this app's real model and heads, beside the papers' own "
+                        "numbers. " + lab_source(LAB) + " " + vl.PAPER_NUMBERS_NOTE)
+            gr.Markdown("### 1. What the draft head should see\n" + vl.PAPER["inputs"]
+                        + "\n\n**Here:** four heads trained from scratch with one recipe and one budget, differing "
+                          "only in what they read, each drafting a chain of 5 (T = 0). The shipped heads the Lens "
+                          "tab uses were trained longer.")
+            with gr.Row():   # two figures in a row: side by side on a laptop, stacked on a phone
+                self.inputs = gr.Plot(lab0["inputs"], label="Input kinds: acceptance per depth", scale=3,
+                                      min_width=340)
+                self.inputs_tau = gr.Plot(lab0["inputs_tau"], label="Input kinds: τ", scale=2, min_width=300)
+            self.inputs_md = gr.Markdown(lab0["inputs_md"])
+            gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]
+                        + "\n\n**Here:** the shipped heads' training phases, from their training cards.")
+            gr.Markdown(lab0["data"])
+            gr.Markdown("### 3. A tree against a chain, and how big a tree\n" + vl.PAPER["tree"]
+                        + "\n\n**Here:** A tree spends its tokens on a second guess where the first is unsure; a "
+                          "chain bets everything on one path. A CPU pays for every verified token, so its best "
+                          "tree is small; a GPU verifies a wide tree almost for free.")
+            with gr.Row():
+                self.tree = gr.Plot(lab0["tree"], label="Tree vs chain")
+                gr.Markdown(lab0["sizes"])
+            self.tree_md = gr.Markdown(lab0["tree_md"])
+            gr.Markdown("### 4. EAGLE-2: acceptance depends on position and context; confidence predicts it\n"
+                        + vl.PAPER["positions"] + "\n\n" + vl.PAPER["calibration"]
+                        + "\n\n**Here:** EAGLE-1's 25-node tree, every cycle of every prompt.")
+            self.heat = gr.Plot(lab0["heat"], label="Acceptance per tree position and prompt")
+            self.rel = gr.Plot(lab0["rel"], label="Reliability")
+            self.pos_md = gr.Markdown(lab0["pos_md"])
+            gr.Markdown("### 5. How many tokens a cycle accepts\nThe per-position histogram serving-engine users ask "
+                        "for: from the benchmark itself (`python -m eagle_core.bench.sets --limit 20`, assets/bench/), "
+                        "from the lab's runs (EAGLE-1's tree; the benchmark's configuration on the lab's prompts), "
+                        "and from this session's own cycles (button below).")
+            if BENCH_HIST:
+                gr.Plot(vl.bench_histograms(BENCH_HIST), label="Accepted length (the benchmark, every prompt set)")
+            with gr.Row():
+                self.hist = gr.Plot(lab0["hist"], label="Accepted length (EAGLE-1's tree)")
+                self.bench_hist = gr.Plot(lab0["bench_hist"],
+                                          label="Accepted length (the benchmark's configuration, lab prompts)")
+            with gr.Row():
+                self.prompts = gr.Textbox(LAB_PROMPTS, lines=4, label="Prompts for a live recompute (one per line)",
+                                          scale=3)
+                self.n = gr.Slider(1, LAB_MAX_PROMPTS, value=2, step=1, label="Recompute on N prompts", scale=1)
+            with gr.Row():
+                self.button = gr.Button("Recompute panels 1, 3, 4, 5 live", variant="primary", elem_id="el-lab")
+                self.session_btn = gr.Button("Histogram of this session's cycles")
+            self.session_hist = gr.Plot(views.common.empty_figure("Step or Run in the Lens tab, then press "
+                                                                  "“Histogram of this session's cycles”"),
+                                        label="Accepted length (this session)")
+            self.msg = gr.Markdown(lab_cost_note(LAB))
+        return self
+
+    @property
+    def measured(self) -> list:
+        return [getattr(self, k) for k in LAB_MEASURED]
+
+    def on_recompute(self, text, n, progress=gr.Progress()):
+        """Every measured panel, live on the typed prompts: the lab's plan (eagle_core.lab.measure.lab_plan) one
+        generation after another, one cycle per model turn (other sessions interleave), then the same assembly
+        as the CLI."""
+        import eagle_core.lab.measure as L
+        from eagle_core.model.head import ABLATION_HEADS
+        msg = lambda text: {self.msg: text}   # noqa: E731
+        try:
+            prompts, note = lab_prompts(text, n)
+            MODEL.require()
+            yield msg("⏳ Loading the lab's four ablation heads…")
+            stand_ins = lab_heads()
+            base = dataclasses.replace(default_config(MODEL.device_type), max_new_tokens=LAB_LIVE_TOKENS,
+                                       record_topk=0)
+            plan = lab_plan(base)
+            waiting = lambda ahead, w: msg(queue_note(ahead, w))   # noqa: E731
+            runs, total, done = {}, len(plan) * len(prompts), 0
+            for name, spec, cfg in plan:
+                runs[name] = []
+                for k, prompt in enumerate(prompts):
+                    progress(done / total, desc=f"{name}: prompt {k + 1} of {len(prompts)}")
+                    yield msg(f"⏳ Generation {done + 1} of {total}: {name}, prompt {k + 1} of {len(prompts)}…")
+                    rs = yield from generation.decode_in_turns(cfg, spec or "shifted", prompt, waiting)
+                    runs[name].append((f"prompt {k + 1}", rs))
+                    done += 1
+            cards = {s: L.read_card(ABLATION_HEADS[s]) for s in L.INPUT_KINDS.values() if s not in stand_ins}
+            figs = lab_figures(L.assemble(runs, plan, cards))
+            text = (f"Recomputed live on {len(prompts)} prompt{'s' if len(prompts) > 1 else ''}{note}, "
+                    f"{LAB_LIVE_TOKENS} new tokens each, T = 0: {total} generations.")
+            if stand_ins:
+                text += f" ⚠ Random stand-ins (the trained heads do not fit this target): {', '.join(stand_ins)}."
+            yield {getattr(self, k): figs[k] for k in LAB_MEASURED} | msg(text)
+        except UserError as exc:
+            yield msg(f"❌ {exc}")
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            yield msg(f"❌ Something went wrong: {unexpected(exc)}")
+
+    def on_session(self, state) -> dict:
+        """The accepted-length histogram of this session's own cycles (what the Lens tab decoded), no model work."""
+        import eagle_core.lab.measure as L
+        state = state or {}
+        hist = L.accept_length_histogram(state.get("records") or [])
+        if not hist["cycles"]:
+            return {self.msg: "This session has no drafting cycles yet: Step or Run in the Lens tab first."}
+        whose = "This session's" if state.get("source") == "live" else \
+            "The recorded run's (shown until you Step or Run)"
+        n = hist["cycles"]
+        return {self.session_hist: vl.accept_histogram(hist, "this session's cycles"),
+                self.msg: f"{whose} {n} cycle{'' if n == 1 else 's'}, with the Lens tab's settings."}
+
+    def wire(self, model_kw: dict):
+        self.button.click(self.on_recompute, [self.prompts, self.n], self.measured + [self.msg],
+                          api_name="lab_recompute", **model_kw)
+        self.session_btn.click(self.on_session, [self.state], [self.session_hist, self.msg], api_name="lab_session",
+                               concurrency_limit=None)

@@ -1,0 +1,454 @@
+"""The Lens tab: Step, Run, Stop and Reset on the shared model, every view of a cycle, Play in beats, the Race.
+
+Handlers take the session state and one Settings object (tabs/common.py) and return {component: value}."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import gradio as gr
+
+import views
+from eagle_core.serving import generation
+from eagle_core.serving.errors import Busy, Finished, UserError
+from eagle_core.serving.generation import MAX_PROMPT_CHARS, committed_tokens, ensure_decoder
+from eagle_core.serving.gpu import gpu
+from eagle_core.serving.loading import MODEL
+from eagle_core.serving.sessions import SESSIONS
+from eagle_core.serving.turns import CANCELLED, model_turn, one_turn, queue_note, release_turn
+from views.beats import beat_caption, beat_count, beat_figure
+
+from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, limit_slider, normalise, \
+    unexpected
+
+STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
+BEAT_SECONDS = float(os.environ.get("EAGLE_LENS_BEAT_SECONDS", 1.6))
+
+
+# ----------------------------------------------------------------------------- pure helpers (no components)
+def initial_state() -> dict:
+    t = TRACE or {}
+    return dict(sid=None, records=t.get("records", []), plain=t.get("plain_records", []),
+                race_eagle=t.get("race_records", t.get("records", [])), prompt=t.get("prompt", ""),
+                source="trace" if t else "empty")
+
+
+def first_cycle(records) -> int:
+    """First paint: the recorded cycle that accepted most (the latest such)."""
+    return max(records, key=lambda r: (r["accept_length"], r["cycle"]))["cycle"] if records else 0
+
+
+def text_panel(state, cyc=None) -> str:
+    recs = state.get("records") or []
+    src = ""
+    if state.get("source") == "trace":
+        t = TRACE or {}
+        src = (f"<b>Recorded example</b> (from the real model: {views.common.esc(str(t.get('target')))}, head "
+               f"{views.common.esc(os.path.basename(str(t.get('head'))))}, {views.common.esc(str(t.get('recorded')))}; "
+               "shown until you press Step or Run).")
+    return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
+            (f"<div class='el-note'>{src}</div>" if src else ""))
+
+
+def status_line(state, extra="") -> str:
+    recs = state.get("records") or []
+    parts = [extra] if extra else []
+    if MODEL.notice:
+        parts.append(f"⚠️ {MODEL.notice}")
+    if recs and recs[-1].get("finished") and state.get("source") == "live":
+        parts.append(f"Generation finished ({recs[-1]['finished']}). Reset starts it again; a new prompt or "
+                     f"setting starts a new one.")
+    return "  \n".join(parts)
+
+
+def control_states(shape, tree_kind) -> dict:
+    """Which controls apply to this draft shape: {name: interactive}."""
+    chain, dynamic = shape == "Chain", str(tree_kind).startswith("dynamic")
+    return dict(tree_kind=not chain, preset=not chain and not dynamic, depth=chain or dynamic,
+                top_k=dynamic and not chain, total_tokens=dynamic and not chain)
+
+
+@gpu
+def race_divergence(prompt: str, plain_tokens: list, eagle_tokens: list):
+    """Where the Race's two generations part and the target's logit margin there (one plain forward), with
+    the near-tie tolerance for the target's dtype: (divergence dict or None, eps)."""
+    from eagle_core.decoding.divergence import divergence, tie_eps_for
+    target, _ = MODEL.require()
+    return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(target.dtype)
+
+
+def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dict | None, eps: float) -> str:
+    """How the Race's two texts compare, named for what it is (a pure function of the tokens and divergence)."""
+    if list(plain_tokens) == list(eagle_tokens):
+        return "identical text (greedy: token for token)" if greedy else "identical text"
+    if not greedy:
+        return "different samples (T > 0: both are exact samples of the target; different random draws)"
+    if div is None:   # one is a prefix of the other
+        n, m = len(plain_tokens), len(eagle_tokens)
+        return (f"same tokens as far as both go; {'plain' if n > m else 'EAGLE'} has {abs(n - m)} more "
+                f"(one stopped earlier)")
+    shown = {k: div[k].replace("\n", "\\n") for k in ("plain_text", "eagle_text")}
+    head = f"texts part at token {div['index']}: plain “{shown['plain_text']}” vs EAGLE “{shown['eagle_text']}”, "
+    if div["margin"] <= eps:
+        return head + (f"a near-tie (logit margin {div['margin']:.4g} ≤ {eps:g}): plain and tree passes are "
+                       f"different kernels, so float rounding can flip a near-tie; not a sampling difference")
+    return head + (f"not a near-tie (logit margin {div['margin']:.4g} > {eps:g}): at T = 0 this is a real "
+                   f"mismatch, a bug in the verification")
+
+
+def paint(state, cycle=None, node=None) -> dict:
+    """Every view of one cycle of the session's records, by component name (views only, no model work)."""
+    state["beat"] = None          # a new view: Play starts this cycle from its first beat
+    recs = state.get("records") or []
+    n = len(recs)
+    cyc = n - 1 if cycle is None else max(0, min(int(cycle), n - 1))
+    rec = recs[cyc] if n else None
+    out = dict(cycle=gr.update(maximum=max(1, n - 1), value=max(cyc, 0), interactive=n > 1))
+    if rec is None:
+        e = views.common.empty_figure("Press Step or Run to start")
+        return out | dict(text=views.text_html([]), cards=views.stats_html([]), tree=e, probs=e, mask=e,
+                          node=gr.update(choices=[], value=None), stats=views.stats_figure([]))
+    choices = views.node_choices(rec)
+    node = node if node in {c[1] for c in choices} else views.default_node(rec)
+    return out | dict(text=text_panel(state, cyc), cards=views.stats_html(recs, upto=cyc, seen=state.get("seen")),
+                      tree=views.tree_figure(rec), node=gr.update(choices=choices, value=node),
+                      probs=views.probs_figure(rec, node), mask=views.mask_figure(rec),
+                      stats=views.stats_figure(recs, upto=cyc))
+
+
+def beat_record(state, cycle):
+    recs = state.get("records") or []
+    if not recs:
+        return None
+    try:
+        c = int(cycle)
+    except (TypeError, ValueError):
+        c = len(recs) - 1
+    return recs[max(0, min(c, len(recs) - 1))]
+
+
+# ----------------------------------------------------------------------------- the tab
+class LensTab:
+    def build(self, st0: dict, state):
+        """The components, painted with `st0` (a recorded run) so the first screen needs no round trip."""
+        self.state = state
+        c0 = first_cycle(st0["records"])
+        with gr.Tab("Lens", id="lens"):
+            with gr.Row():
+                with gr.Column(scale=1, min_width=300):
+                    self.build_controls()
+                with gr.Column(scale=3):
+                    self.build_views(st0, c0, paint(dict(st0), cycle=c0))
+        return self
+
+    def build_controls(self):
+        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)", value=EXAMPLES[0], lines=3)
+        gr.Examples(EXAMPLES, inputs=[self.prompt], label="Examples")
+        with gr.Row():
+            self.step_btn = gr.Button("Step", variant="secondary", elem_id="el-step")
+            self.run_btn = gr.Button("Run", variant="primary", elem_id="el-run")
+        with gr.Row():
+            self.stop_btn = gr.Button("Stop", variant="stop", elem_id="el-stop")
+            self.reset_btn = gr.Button("Reset", elem_id="el-reset")
+        self.status = gr.Markdown("", elem_id="el-status")
+        self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
+        self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
+        self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)", label="Tree")
+        self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
+                                  info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
+                                       "fitted shape on the dev CPU (a chain there)")
+        self.depth = limit_slider("depth", 5, label="Depth (chain / dynamic)")
+        self.top_k = limit_slider("top_k", 6, label="Top-k per node (dynamic)")
+        self.total_tokens = limit_slider("total_tokens", 24, label="Total tokens (dynamic)")
+        self.temperature = limit_slider("temperature", 0, step=0.05, label="Temperature (0 = greedy)")
+        self.top_p = limit_slider("top_p", 1, step=0.05)
+        self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
+        self.max_new_tokens = limit_slider("max_new_tokens", 64)
+        self.input_note = gr.Markdown("", elem_id="el-input-note")
+        self.settings = [getattr(self, n) for n in SETTING_NAMES]   # the API's input order
+
+    def build_views(self, st0, c0, first: dict):
+        n0 = len(st0["records"])
+        self.text = gr.HTML(first["text"])
+        self.cards = gr.HTML(first["cards"])
+        self.cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1, label="Cycle (go back to any earlier cycle)")
+        with gr.Row(elem_id="el-play-row"):
+            self.play_btn = gr.Button("▶ Play this cycle", elem_id="el-play", scale=2)
+            self.pause_btn = gr.Button("‖ Pause", elem_id="el-pause", scale=1)
+            self.beat_prev = gr.Button("◀ beat", elem_id="el-beat-prev", scale=1)
+            self.beat_next = gr.Button("beat ▶", elem_id="el-beat-next", scale=1)
+        self.beat_md = gr.Markdown("Play shows this cycle as it happens: draft, one verify pass, accept.",
+                                   elem_id="el-beat")
+        self.tree = gr.Plot(first["tree"], label="Draft tree", elem_id="el-tree")
+        last0 = st0["records"][c0] if n0 else None
+        self.node = gr.Dropdown(label="Node to inspect (draft q vs target p)", choices=views.node_choices(last0),
+                                value=views.default_node(last0), interactive=True, allow_custom_value=True)
+        self.click = gr.Textbox(elem_id="el-click", show_label=False, container=False)
+        self.click_btn = gr.Button("select", elem_id="el-click-btn")
+        self.probs = gr.Plot(first["probs"], label="Draft vs target probabilities (click a node in the tree or pick one above)")
+        with gr.Accordion("Tree attention mask", open=False):
+            self.mask = gr.Plot(first["mask"], label="Tree attention mask")
+        with gr.Accordion("Statistics and the Race", open=True):
+            self.stats = gr.Plot(first["stats"], label="Statistics", elem_id="el-stats")
+            self.race_btn = gr.Button("Race: plain decoding vs EAGLE on this prompt", elem_id="el-race")
+            self.race_msg = gr.Markdown("")
+            self.race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race")
+
+    # ------------------------------------------------------------------------- rendering (views only)
+    @property
+    def outs(self) -> list:
+        """The outputs of Step, Run, Reset and the views, in the API's order."""
+        return [self.text, self.cards, self.cycle, self.tree, self.node, self.probs, self.mask, self.stats,
+                self.status, self.state]
+
+    def render(self, state, cycle=None, node=None, status="") -> dict:
+        views_ = paint(state, cycle, node)
+        return {getattr(self, k): v for k, v in views_.items()} | {self.status: status, self.state: state}
+
+    def render_streaming(self, state, status, with_tree: bool) -> dict:
+        """A Run's intermediate update: the text, the cards and the cycle slider (and now and then the tree); the
+        heavier figures are drawn once, when the Run ends or stops, so the browser keeps up and Stop gets through."""
+        recs = state.get("records") or []
+        n = len(recs)
+        out = {self.text: text_panel(state), self.cards: views.stats_html(recs, seen=state.get("seen")),
+               self.cycle: gr.update(maximum=max(1, n - 1), value=max(n - 1, 0), interactive=False),
+               self.status: status, self.state: state}
+        if with_tree and recs:
+            out[self.tree] = views.tree_figure(recs[-1])
+        return out
+
+    def message(self, state, msg, icon="❌") -> dict:
+        return {self.status: f"{icon} {msg}" if icon else msg, self.state: state}
+
+    # ------------------------------------------------------------------------- Step / Run / Stop / Reset
+    def on_normalise(self, *values) -> dict:
+        s, note = normalise(Settings.of(*values))
+        return {getattr(self, n): getattr(s, n) for n in SETTING_NAMES if n != "shifted" and n != "shape"
+                and n != "tree_kind"} | {self.input_note: note}
+
+    def on_step(self, state, *values, request: gr.Request = None):
+        """One cycle. Waits its turn for the shared model (showing the queue), never behind a whole Run."""
+        yield from self.decode(state, Settings.of(*values), request, run=False)
+
+    def on_run(self, state, *values, request: gr.Request = None):
+        """Cycle after cycle, each in its own model turn; the page gets the text every STREAM_TEXT_S seconds at most
+        and the full figures at the end. Stop is checked between cycles, so it ends the Run within one cycle."""
+        yield from self.decode(state, Settings.of(*values), request, run=True)
+
+    def decode(self, state, s: Settings, request, run: bool):
+        ent = None
+        try:
+            cfg = s.config()
+            ent = SESSIONS.session(state, getattr(request, "session_hash", None))
+            if not SESSIONS.claim(ent, "run" if run else "step"):
+                busy = ent.running
+                ent = None
+                yield self.message(state, "This tab is already running." if run and busy == "run" else
+                                   "A Run is streaming in this tab: press Stop first, then Step goes on from there."
+                                   if busy == "run" else "This tab is still busy with a Step.", icon="")
+                return
+            notice = ensure_decoder(state, ent, s.prompt, s.shift, cfg, SESSIONS.idle_timeout)
+            if run:
+                yield from self.run_cycles(state, ent, notice)
+            else:
+                yield from self.step_cycle(state, ent, notice)
+        except Finished as exc:
+            yield self.message(state, f"ℹ️ {exc}", icon="")
+        except (UserError, ValueError) as exc:   # the engine's messages for bad configs/prompts are for users
+            yield self.message(state, str(exc))
+        except GeneratorExit:   # the page went away
+            raise
+        except Exception as exc:
+            yield self.message(state, f"Something went wrong ({unexpected(exc)}); press Reset and try again.")
+        finally:
+            if ent is not None:
+                SESSIONS.release(ent)
+
+    def step_cycle(self, state, ent, notice):
+        dec = ent.decoder
+        ticket = yield from model_turn(lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
+                                       needs_lock=not isinstance(dec, generation.Replay))
+        try:
+            recs = generation.advance(dec, 1)
+        finally:
+            release_turn(ticket)
+        state["records"] = state["records"] + recs
+        yield self.render(state, status=status_line(state, notice))
+
+    def run_cycles(self, state, ent, notice):
+        dec = ent.decoder
+        t_start = time.perf_counter()
+        seen0 = list(state.get("seen") or [0, 0.0])     # what earlier Runs of this generation delivered
+        base = committed_tokens(state)
+        pushed_text = pushed_tree = 0.0
+        status = notice or "Running… (Stop ends it after the cycle in progress)"
+        while not dec.done:
+            if ent.stop.is_set() or ent.decoder is not dec:   # Stop, Reset, or the tab closed meanwhile
+                break
+            ticket = yield from model_turn(lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
+                                           needs_lock=not isinstance(dec, generation.Replay), cancel=ent.stop)
+            if ticket is CANCELLED:
+                break
+            try:
+                recs = [] if ent.stop.is_set() or ent.decoder is not dec else generation.advance(dec, 1)
+            finally:
+                release_turn(ticket)      # give the turn back before drawing
+            if not recs:       # stopped, reset or freed meanwhile: never spin on a decoder that does not move
+                break
+            state["records"] = state["records"] + recs
+            now = time.perf_counter()
+            state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (now - t_start)]
+            if not dec.done and now - pushed_text >= STREAM_TEXT_S:
+                tree_due = now - pushed_tree >= STREAM_TREE_S
+                yield self.render_streaming(state, status, with_tree=tree_due)
+                pushed_text = time.perf_counter()
+                pushed_tree = pushed_text if tree_due else pushed_tree
+        state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (time.perf_counter() - t_start)]
+        end = "Stopped. Step or Run goes on from here." if not dec.done else ""
+        if ent.decoder is not dec and not ent.stop.is_set():
+            end = "This generation was reset or freed meanwhile."
+        yield self.render(state, status=status_line(state, (notice + "  \n" if notice else "") + end))
+
+    def on_stop(self, state):
+        ent = SESSIONS.get(state.get("sid"))
+        if ent is None or ent.running != "run":
+            return {self.status: "Nothing is running."}
+        ent.stop.set()
+        return {self.status: "Stopping after the cycle in progress…"}
+
+    def on_reset(self, state):
+        ent = SESSIONS.get(state.get("sid"))
+        if ent is not None:
+            ent.stop.set()
+            ent.decoder, ent.key = None, None
+        state.update(records=[], prompt="", source="live", plain=[], race_eagle=[], seen=[0, 0.0])
+        return self.render(state, status=status_line(state, "Reset. Press Step or Run."))
+
+    def on_view(self, state, cycle, node=None):
+        try:
+            node = int(node) if node not in (None, "") else None
+            return self.render(state, cycle, node, status=gr.update())
+        except Exception as exc:
+            unexpected(exc)
+            return self.message(state, "Could not draw this cycle.")
+
+    def on_click(self, state, cycle, value):
+        node = str(value or "").split(":")[0]
+        return self.on_view(state, cycle, int(node) if node.isdigit() else None)
+
+    def on_controls(self, shape, tree_kind) -> dict:
+        return {getattr(self, k): gr.update(interactive=v) for k, v in control_states(shape, tree_kind).items()}
+
+    # ------------------------------------------------------------------------- Play (no model work)
+    def on_play(self, state, cycle):
+        """The shown cycle in beats (it replays the record): draft level by level, verify, accept."""
+        rec = beat_record(state, cycle)
+        if rec is None:
+            yield {self.beat_md: "Nothing to play yet: press Step first.", self.state: state}
+            return
+        try:
+            flag = SESSIONS.session(state).playing
+        except Busy as exc:
+            yield {self.beat_md: f"❌ {exc}", self.state: state}
+            return
+        flag.set()
+        n = beat_count(rec)
+        start = state.get("beat") if isinstance(state.get("beat"), int) and state["beat"] < n - 1 else -1
+        for b in range(start + 1, n):
+            if not flag.is_set():
+                return
+            state["beat"] = b
+            yield {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
+            if b < n - 1:
+                time.sleep(BEAT_SECONDS)
+        state["beat"] = None
+        flag.clear()
+
+    def on_pause(self, state):
+        ent = SESSIONS.get(state.get("sid"))
+        if ent is None or not ent.playing.is_set():
+            return {self.beat_md: "Not playing. ◀ beat / beat ▶ step through the cycle."}
+        ent.playing.clear()
+        return {self.beat_md: "Paused. ▶ Play goes on; ◀ beat / beat ▶ step."}
+
+    def on_beat(self, state, cycle, delta: int):
+        rec = beat_record(state, cycle)
+        if rec is None:
+            return {self.beat_md: "Nothing to show yet: press Step first.", self.state: state}
+        ent = SESSIONS.get(state.get("sid"))
+        if ent is not None:
+            ent.playing.clear()
+        n = beat_count(rec)
+        cur = state.get("beat") if isinstance(state.get("beat"), int) else n - 1
+        b = max(0, min(n - 1, cur + delta))
+        state["beat"] = b
+        return {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
+
+    # ------------------------------------------------------------------------- the Race
+    def on_race(self, state, *values):
+        """Plain decoding, then EAGLE, of the same prompt, one cycle per model turn (other sessions interleave);
+        the speeds are the engine's own timings, which do not include the waits."""
+        msg = lambda text: {self.race_msg: text, self.state: state}   # noqa: E731
+        try:
+            s = Settings.of(*values)
+            cfg = s.config()
+            prompt = generation.check_prompt(s.prompt)
+            MODEL.require()
+            lean = dataclasses.replace(cfg, record_topk=0)
+            waiting = lambda ahead, w: msg(queue_note(ahead, w))   # noqa: E731
+
+            def progress(which):
+                return lambda cycles: msg(f"⏳ Race: {which}, {cycles[-1].total_new_tokens} of "
+                                          f"{cfg.max_new_tokens} tokens…")
+            plain = yield from generation.decode_in_turns(dataclasses.replace(lean, draft="vanilla"), s.shift,
+                                                          prompt, waiting, progress("plain decoding"))
+            eagle = yield from generation.decode_in_turns(lean, s.shift, prompt, waiting, progress("EAGLE"))
+            state.update(plain=plain, race_eagle=eagle)
+            e, v = views.summary(eagle), views.summary(plain)
+            pt, et = [t for r in plain for t in r["new_tokens"]], [t for r in eagle for t in r["new_tokens"]]
+            greedy = cfg.temperature == 0
+            div, eps = (None, 0.0)
+            if greedy and pt != et:
+                with one_turn():
+                    div, eps = race_divergence(prompt, pt, et)
+            same = race_sameness(greedy, pt, et, div, eps)
+            yield {self.race: views.race_figure(eagle, plain), self.state: state,
+                   self.race_msg: f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} "
+                                  f"tok/s (engine time); {e['forwards']} vs {v['forwards']} target passes; {same}."}
+        except (UserError, ValueError) as exc:
+            yield msg(f"❌ {exc}")
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            yield msg(f"❌ Race failed ({unexpected(exc)}).")
+
+    # ------------------------------------------------------------------------- wiring
+    def wire(self, demo, model_kw: dict):
+        state, settings = self.state, self.settings
+        norm_out = [c for c in settings if c not in (self.shifted, self.shape, self.tree_kind)] + [self.input_note]
+        norm = dict(fn=self.on_normalise, inputs=settings, outputs=norm_out, queue=False, api_visibility="private")
+        self.step_btn.click(**norm).then(self.on_step, [state] + settings, self.outs, api_name="step", **model_kw)
+        self.run_btn.click(**norm).then(self.on_run, [state] + settings, self.outs, api_name="run", **model_kw)
+        controls = [self.tree_kind, self.preset, self.depth, self.top_k, self.total_tokens]
+        for ctl in (self.shape, self.tree_kind):
+            ctl.change(self.on_controls, [self.shape, self.tree_kind], controls, queue=False, api_visibility="private")
+        demo.load(self.on_controls, [self.shape, self.tree_kind], controls, queue=False, api_visibility="private")
+        self.stop_btn.click(self.on_stop, [state], [self.status], api_name="stop", concurrency_limit=None)
+        self.reset_btn.click(self.on_reset, [state], self.outs, api_name="reset", concurrency_limit=None).then(
+            lambda: (views.race_figure([], []), "", ""), None, [self.race, self.race_msg, self.input_note],
+            api_visibility="private")
+        self.cycle.input(self.on_view, [state, self.cycle], self.outs, api_name="view_cycle",
+                         trigger_mode="always_last")
+        self.node.input(self.on_view, [state, self.cycle, self.node], self.outs, api_name="view_node")
+        self.click_btn.click(self.on_click, [state, self.cycle, self.click], self.outs, api_visibility="private")
+        beat_outs = [self.tree, self.beat_md, state]
+        self.play_btn.click(self.on_play, [state, self.cycle], beat_outs, api_name="play", concurrency_limit=None,
+                            show_progress="hidden")
+        self.pause_btn.click(self.on_pause, [state], [self.beat_md], api_name="pause", concurrency_limit=None)
+        self.beat_prev.click(lambda s, c: self.on_beat(s, c, -1), [state, self.cycle], beat_outs,
+                             api_name="beat_prev", concurrency_limit=None)
+        self.beat_next.click(lambda s, c: self.on_beat(s, c, 1), [state, self.cycle], beat_outs,
+                             api_name="beat_next", concurrency_limit=None)
+        self.race_btn.click(**norm).then(self.on_race, [state] + settings, [self.race, self.race_msg, state],
+                                         api_name="race", **model_kw)
