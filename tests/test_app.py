@@ -455,3 +455,23 @@ def test_paper_lab_paints_from_the_shipped_json():
     if lab_tab.BENCH_HIST:   # the benchmark's own histograms (bench_sets JSONs that carry accept_length_counts)
         assert all(sum(v["counts"]) > 0 for v in lab_tab.BENCH_HIST.values())
     assert "Measured by `python -m eagle_core.lab" in lab_tab.lab_source(lab_tab.LAB)
+
+
+def test_a_second_step_in_the_same_tab_does_not_replace_the_first(client):
+    """A double click: while the first Step waits for the model, the second is told the tab is busy, and the
+    first one's decoder is not replaced under it."""
+    from eagle_core.serving.turns import MODEL_LOCK
+    step(client)                                              # prefill: the tab has a generation
+    ticket = MODEL_LOCK.request()                             # someone else's cycle holds the model
+    assert ticket.wait(10)
+    try:
+        first = client.submit(PROMPT, True, *cfg(), api_name="/step")
+        t0 = time.time()
+        while not any("Waiting for the shared model" in str(o[8]) for o in first.outputs()) and time.time() - t0 < 10:
+            time.sleep(0.02)
+        second = step(client)
+        assert "busy with a Step" in second[8], second[8]
+    finally:
+        MODEL_LOCK.cancel(ticket)                             # a granted ticket: gives the turn back
+    out = first.result()
+    assert "Cycle 1" in plot(out[3])["layout"]["title"]["text"] and not out[8].startswith("❌")
