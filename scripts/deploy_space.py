@@ -26,6 +26,7 @@ ALLOW_PATTERNS = [
     "README.md",                 # its YAML front matter configures the Space (sdk, sdk_version, python_version)
     "eagle_core/*.py",
     "views/*.py",
+    "tabs/*.py",
     "assets/*",                  # heads (safetensors + config), trees, the recorded trace, draft vocab, bench, screenshots
 ]
 IGNORE_PATTERNS = [
@@ -34,7 +35,7 @@ IGNORE_PATTERNS = [
     ".whl/*", "shared/*",
 ]
 # remote files matching these that are not part of this upload are deleted (stale modules / assets)
-DELETE_PATTERNS = ["eagle_core/*.py", "views/*.py", "assets/*"]
+DELETE_PATTERNS = ["eagle_core/*.py", "views/*.py", "tabs/*.py", "assets/*"]
 
 
 def upload_list(root: str = ROOT) -> list[tuple[str, int]]:
@@ -71,7 +72,7 @@ def print_listing(files: list[tuple[str, int]], out=None):
 def check(files: list[tuple[str, int]]) -> list[str]:
     """Problems that would make the Space fail to start (missing essentials)."""
     have = {p for p, _ in files}
-    need = ["app.py", "requirements.txt", "README.md", "eagle_core/engine.py", "views/__init__.py",
+    need = ["app.py", "requirements.txt", "README.md", "eagle_core/decoding/engine.py", "tabs/lens.py", "views/__init__.py",
             "assets/heads/smollm2-135m-shifted/model.safetensors", "assets/heads/smollm2-135m-shifted/config.json"]
     return [f"missing: {p}" for p in need if p not in have]
 

@@ -5,11 +5,10 @@ layer itself. Drafting over the K most frequent tokens (as EAGLE-3 and FR-Spec d
 Verification still runs over the full vocabulary, so the output stays exact: a token outside the draft
 vocabulary simply has q = 0 and is produced by the target's own bonus/correction step.
 
-    python -m eagle_core.model.vocab [--conversations 3000]   # writes assets/draft_vocab_smollm2-135m.safetensors
+Built from the training data by `python -m eagle_core.training.vocab [--conversations 3000]`.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import torch
@@ -17,21 +16,6 @@ from safetensors.torch import load_file, save_file
 
 from ..paths import ASSETS
 DEFAULT_VOCAB_FILE = os.path.join(ASSETS, "draft_vocab_smollm2-135m.safetensors")
-
-
-def count_assistant_tokens(tokenizer, vocab_size: int, conversations: int = 3000) -> torch.Tensor:
-    """Token counts over the assistant turns of the first training conversations (held-out split excluded).
-
-    Each assistant message is tokenized on its own (batched; boundary effects are negligible for counting).
-    """
-    from ..training.data import load_conversations, split_conversations
-    train, _ = split_conversations(load_conversations())
-    texts = [m["content"] for _, messages in train[:conversations] for m in messages if m["role"] == "assistant"]
-    counts = torch.zeros(vocab_size, dtype=torch.long)
-    for i in range(0, len(texts), 256):
-        for ids in tokenizer(texts[i:i + 256], add_special_tokens=False)["input_ids"]:
-            counts += torch.bincount(torch.as_tensor(ids, dtype=torch.long), minlength=vocab_size)
-    return counts
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -65,24 +49,3 @@ def load_draft_vocab(size: int, tokenizer, path: str = DEFAULT_VOCAB_FILE):
 def coverage(size: int, path: str = DEFAULT_VOCAB_FILE) -> float:
     c = load_file(path)["counts"].double()
     return float(c[:size].sum() / c.sum())
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--conversations", type=int, default=3000)
-    ap.add_argument("--out", default=DEFAULT_VOCAB_FILE)
-    args = ap.parse_args(argv)
-    from transformers import AutoConfig, AutoTokenizer
-
-    from .target import EMBEDDED_GGUF, _stop_ids, embedded_gguf_dir
-    folder = embedded_gguf_dir()   # the tokenizer is all this needs
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=EMBEDDED_GGUF)
-    cfg = AutoConfig.from_pretrained(folder, gguf_file=EMBEDDED_GGUF)
-    counts = count_assistant_tokens(tok, cfg.vocab_size, args.conversations)
-    save_draft_vocab(counts, tok, args.out, _stop_ids(tok, cfg))
-    for k in (1024, 2048, 4096, 8192, 16384):
-        print(f"top {k:>6}: {100 * coverage(k, args.out):.2f}% of assistant tokens")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,138 @@
+"""The page's frame: the header, the model banner, the four tabs (each builds and wires itself), the hidden
+monitoring endpoints, and launch."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+
+import gradio as gr
+
+from eagle_core.serving.loading import MODEL
+from eagle_core.serving.sessions import SESSIONS
+from eagle_core.serving.turns import MODEL_LOCK
+from views.page import CLICK_JS, CSS, PRESENTER_JS
+
+from .ambiguity import AmbiguityTab
+from .lab import LabTab
+from .lens import LensTab, initial_state, status_line
+from .walkthrough import WalkthroughTab
+
+HEADER = ("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks them all in "
+          "**one** pass and keeps the longest agreeing path. In the tree: "
+          "<span style='color:#009E73'>✓ accepted</span> · <span style='color:#D55E00'>✗ rejected</span> · "
+          "<span style='color:#777'>· not reached</span> · "
+          "<span style='color:#1f6fa8'>★ the target's bonus token</span> · "
+          "<span style='color:#b57a00'>◆ its correction</span> · "
+          "faint box = the head was unsure (low draft probability q).")
+
+
+def model_banner():
+    if MODEL.status == "error":
+        return f"⚠️ The model failed to load: {MODEL.error}", gr.Timer(active=False)
+    if not MODEL.ready.is_set():
+        return (f"⏳ Loading the live model ({time.time() - MODEL.started:.0f} s)… meanwhile you see a run "
+                "recorded from the real model."), gr.Timer(active=True)
+    t = MODEL.target
+    heads = ", ".join(f"{k}: {os.path.basename(str(h.path))}" for k, h in MODEL.heads.items())
+    msg = f"✅ Live: target **{t.name}** on {t.device.type}; heads {heads}."
+    if MODEL.notice:
+        msg += f"  \n⚠️ {MODEL.notice}"
+    return msg, gr.Timer(active=False)
+
+
+def on_open(state, request: gr.Request):
+    """A page opened: remember its session hash so closing the tab frees its decoder."""
+    if not MODEL.ready.is_set():
+        return "", state
+    try:
+        SESSIONS.session(state, getattr(request, "session_hash", None))
+    except ValueError as exc:        # the server is full: said on the page, the page still shows the recording
+        return f"❌ {exc}", state
+    return status_line(state), state
+
+
+def on_unload(request: gr.Request):
+    """The tab closed: free that session's decoders at once (a running Run stops at its next cycle)."""
+    SESSIONS.drop_hash(getattr(request, "session_hash", None))
+
+
+def drop_session(value):
+    """gr.State's delete callback: the browser session ended, forget its decoder."""
+    if isinstance(value, dict):
+        SESSIONS.drop(value.get("sid"))
+
+
+def on_session_tokens(state) -> dict:
+    """The live generation of this session: token ids, text, finished (what the load test checks for cross-talk)."""
+    ids = [t for r in (state.get("records") or []) for t in r["new_tokens"]] if state.get("source") == "live" else []
+    text = MODEL.target.decode(ids) if (ids and MODEL.target is not None) else ""
+    recs = state.get("records") or []
+    return {"token_ids": ids, "text": text, "finished": recs[-1].get("finished") if recs else None,
+            "cycles": len(recs), "sid": state.get("sid")}
+
+
+def server_stats() -> dict:
+    """Resident memory, live sessions and the model queue (no per-session data)."""
+    rss = 0
+    try:
+        with open("/proc/self/status") as f:
+            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {"rss_mb": round(rss, 1), **SESSIONS.stats(), "waiting": MODEL_LOCK.waiting(),
+            "model_turns": MODEL_LOCK.holds}
+
+
+def build_demo() -> gr.Blocks:
+    st0 = initial_state()
+    # the model is shared through MODEL_LOCK, one cycle at a time; these handlers only wait their turn
+    model_kw = dict(concurrency_id="model", concurrency_limit=SESSIONS.max_sessions)
+    with gr.Blocks(title="EAGLE Lens") as demo:
+        state = gr.State(st0, delete_callback=drop_session)
+        with gr.Row(elem_id="el-header"):
+            gr.Markdown(HEADER, elem_id="el-title")
+            presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
+        banner = gr.Markdown(model_banner()[0], elem_id="el-banner")
+        timer = gr.Timer(1.0)
+        tabs_ref = []
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # a phone shows every tab, no "⋯" menu
+            tabs_ref.append(tabs)
+            lens = LensTab().build(st0, state)
+            amb = AmbiguityTab().build()
+            walk = WalkthroughTab(lens, tabs_ref).build()
+            lab = LabTab(state).build()
+        lens.wire(demo, model_kw)
+        amb.wire(model_kw)
+        walk.wire(model_kw)
+        lab.wire(model_kw)
+        presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
+        timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
+                   api_name="banner")
+        demo.load(on_open, [state], [lens.status, state], api_visibility="private")
+        demo.unload(on_unload)
+        # for the load test and monitoring: this session's generated tokens, and the server's memory and queue
+        tokens_btn = gr.Button(visible=False)
+        tokens_json = gr.JSON(visible=False)
+        tokens_btn.click(on_session_tokens, [state], [tokens_json], api_name="session_tokens", concurrency_limit=None)
+        stats_btn = gr.Button(visible=False)
+        stats_btn.click(server_stats, None, [tokens_json], api_name="server_stats", concurrency_limit=None)
+    return demo
+
+
+def sweeper():
+    """Free idle sessions now and then, for as long as the server runs."""
+    while True:
+        time.sleep(min(60.0, max(1.0, SESSIONS.idle_timeout / 4)))
+        try:
+            SESSIONS.sweep()
+        except Exception:   # never let the sweeper die
+            traceback.print_exc()
+
+
+def launch(demo: gr.Blocks, host: str, port: int, share: bool = False):
+    demo.queue(default_concurrency_limit=8, max_size=512)
+    threading.Thread(target=sweeper, daemon=True, name="session-sweeper").start()
+    demo.launch(server_name=host, server_port=port, share=share, css=CSS, js=CLICK_JS, show_error=False,
+                theme=gr.themes.Soft(primary_hue="green", text_size="lg"), max_threads=4 * SESSIONS.max_sessions)
