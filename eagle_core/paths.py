@@ -6,4 +6,6 @@ ASSETS = os.path.join(REPO, "assets")
 HEADS = os.path.join(ASSETS, "heads")
 TREES = os.path.join(ASSETS, "trees")
 BENCH = os.path.join(ASSETS, "bench")
-PROMPTS = os.path.join(REPO, "data", "prompts")   # the benchmark prompt sets, copied into the repository
+# the benchmark prompt sets (MT-bench, HumanEval, GSM8K, Alpaca) are read from the workplace's shared folder beside
+# the repository, which asks that they are not copied into it; every command also takes a path
+SHARED_DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))

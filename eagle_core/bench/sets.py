@@ -22,7 +22,7 @@ from . import machine_load
 
 SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
 DEFAULT_METHODS = "hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup"
-DATA = os.path.join("..", "shared", "data")
+from ..paths import SHARED_DATA as DATA   # ../shared/data beside the repository, wherever the command runs
 
 
 def set_row(name: str, report: dict, eagle: str) -> dict:
@@ -126,6 +126,10 @@ def main(argv=None) -> int:
         if bench.BASELINE not in methods:
             raise bench.BenchError(f"the methods must include the baseline {bench.BASELINE}")
         sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+        if not os.path.isdir(args.data):
+            raise bench.BenchError(f"no prompt-set folder {args.data!r}: the sets (<set>_question.jsonl, sources in "
+                                   "docs/benchmarks.md) live in ../shared/data beside the repository; pass --data "
+                                   "FOLDER, or run `python -m eagle_core.bench --prompts humaneval` (built in)")
         prompts = {s: bench.load_prompts(os.path.join(args.data, f"{s}_question.jsonl"), args.limit) for s in sets}
         if not os.path.isdir(args.out):
             raise bench.BenchError(f"output folder {args.out!r} does not exist")
