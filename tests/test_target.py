@@ -1,10 +1,15 @@
-"""The target wrapper: CPU weight pre-packing changes speed, not results."""
+"""The target wrapper: CPU weight pre-packing changes speed, not results; attentions that would ignore the
+tree mask are refused."""
+import re
+
+import pytest
 import torch
 
 from conftest import tiny_llama
 from eagle_core.decoding.draft import frozen_linear
+from eagle_core.model.attention import IMPLEMENTATION
 from eagle_core.model.cpu_kernels import pack_cpu_linears
-from eagle_core.model.target import load_target
+from eagle_core.model.target import Target, TargetLoadError, load_target
 
 
 def test_packed_target_matches_plain_kernels(real_tokenizer):
@@ -48,3 +53,25 @@ def test_packing_leaves_the_global_rng_alone(real_tokenizer):
     target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", pack=True)
     assert target.packed_linears > 0
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("impl", ["flash_attention_2", "flash_attention_3", "flex_attention", "paged|eager",
+                                  "kernels-community/flash-attn"])
+def test_an_attention_that_ignores_the_tree_mask_is_refused(impl):
+    """Tree verification needs its custom 4D mask applied; flash attention keeps only causal + padding, so a
+    target running it would silently stop being lossless. Set on the config after building: flash-attn itself
+    need not be installed for the refusal."""
+    model = tiny_llama(layers=1, seed=5)
+    model.config._attn_implementation = impl
+    with pytest.raises(TargetLoadError, match=r"(?s)" + re.escape(repr(impl)) + r".*\"sdpa\" or \"eager\""):
+        load_target(model=model, device="cpu", pack=False)
+    with pytest.raises(TargetLoadError, match=re.escape(repr(impl))):     # a Target built by hand, too
+        Target(model=model, tokenizer=None, name="hand-built", device=torch.device("cpu"), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_attentions_that_apply_the_mask_are_accepted(impl):
+    model = tiny_llama(layers=1, seed=5)
+    model.config._attn_implementation = impl
+    t = load_target(model=model, device="cpu", pack=False)
+    assert t.model.config._attn_implementation in (impl, IMPLEMENTATION)

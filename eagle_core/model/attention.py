@@ -14,6 +14,15 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 IMPLEMENTATION = "eagle_lens_sdpa"
 MAX_QUERIES = 64     # above this (a prefill) the flash kernel is the better choice
+# Attention implementations known to apply a custom 4D additive mask as given (tree verification's mask: each
+# drafted node sees only its ancestors). Others (flash_attention_2/3/4 keep only causal + padding, flex and
+# paged attention, hub kernels) would attend across siblings and silently stop being lossless.
+HONOURS_4D_MASK = frozenset({"eager", "sdpa", IMPLEMENTATION, IMPLEMENTATION + "_batched"})
+
+
+def honours_4d_mask(model) -> bool:
+    """Whether `model` runs an attention implementation that applies a custom 4D attention mask."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) in HONOURS_4D_MASK
 
 
 def small_query_attention(query, key, value, mask, scale: float | None = None) -> torch.Tensor:
@@ -70,7 +79,8 @@ def use_tree_attention(model, batched_decode: bool = False) -> bool:
     """Route a CPU model's SDPA attention through tree_attention_forward (masks are still built by SDPA's rules),
     or with batched_decode through batched_decode_attention_forward (regenerate.py's batched generation).
 
-    Only models that run SDPA switch; eager or flash models are left as they are. Returns whether it switched.
+    Only models that run SDPA switch; eager or flash models are left as they are (load_target refuses the ones
+    that would ignore the tree mask, see HONOURS_4D_MASK). Returns whether it switched.
     """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from .attention import use_tree_attention
+from .attention import HONOURS_4D_MASK, honours_4d_mask, use_tree_attention
 from .cpu_kernels import pack_cpu_linears
 from .token_bytes import TokenBytes, display_text
 
@@ -24,6 +24,19 @@ SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 
 class TargetLoadError(ValueError):
     """A target that cannot be loaded; the message is meant for the user."""
+
+
+def refuse_maskless_attention(model, name: str | None = None):
+    """Tree verification attends under a custom 4D mask (each drafted node sees its ancestors only); an
+    attention implementation that ignores it would verify every node against its siblings too and silently stop
+    being lossless. Raises TargetLoadError for any implementation not known to honour such a mask."""
+    if not honours_4d_mask(model):
+        impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        raise TargetLoadError(
+            f"target {name or 'custom'!r} runs attention with {impl!r}, which does not apply the custom 4D "
+            f"attention mask that tree verification needs (its results would silently differ from the target's); "
+            f"load it with attn_implementation=\"sdpa\" or \"eager\" "
+            f"(known to honour the mask: {', '.join(sorted(HONOURS_4D_MASK))})")
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -83,6 +96,9 @@ class Target:
     stop_token_ids: list[int] = field(default_factory=list)
     packed_linears: int = 0             # nn.Linear layers given a pre-packed oneDNN weight (CPU only)
     kernel_plan: dict | None = None     # which linear kernel runs at which row count (cpu_kernels.plan_kernels)
+
+    def __post_init__(self):
+        refuse_maskless_attention(self.model, self.name)
 
     @property
     def config(self):
@@ -219,6 +235,7 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
             model = AutoModelForCausalLM.from_pretrained(src, **kwargs)
         except Exception as exc:
             raise TargetLoadError(f"cannot load target {name!r}: {str(exc).splitlines()[0][:300]}") from None
+    refuse_maskless_attention(model, name)   # before any packing: flash & co. ignore the tree mask
     model = model.to(device=dev, dtype=dt).eval()
     for p in model.parameters():
         p.requires_grad_(False)
