@@ -75,3 +75,22 @@ def test_attentions_that_apply_the_mask_are_accepted(impl):
     model.config._attn_implementation = impl
     t = load_target(model=model, device="cpu", pack=False)
     assert t.model.config._attn_implementation in (impl, IMPLEMENTATION)
+
+
+def test_draft_lm_head_is_cached_per_exact_vocabulary(tiny_target):
+    """Two draft vocabularies of one size whose first 64 ids sum alike (here: the same first 64 ids, or the
+    same ids in another order) are different heads; the same ids again are the cached one."""
+    from eagle_core.decoding.draft import draft_lm_head
+    base = torch.arange(0, 100)
+    tail = torch.cat([base[:64], torch.arange(1000, 1036)])             # same first 64, another tail
+    order = torch.cat([base[:64].flip(0), base[64:]])                    # the same ids, another order
+    assert base.numel() == tail.numel() == order.numel() and int(base[:64].sum()) == int(tail[:64].sum()) \
+        == int(order[:64].sum())
+    heads = {}
+    for name, vocab in (("base", base), ("tail", tail), ("order", order)):
+        ids, lm = draft_lm_head(tiny_target, vocab, torch.float32)
+        assert torch.equal(ids, vocab), name
+        assert torch.equal(lm.weight, tiny_target.lm_head.weight[vocab]), f"{name}: another vocabulary's rows"
+        heads[name] = lm
+    assert len({id(h) for h in heads.values()}) == 3
+    assert draft_lm_head(tiny_target, base.clone().to(torch.int32), torch.float32)[1] is heads["base"]

@@ -14,6 +14,7 @@ and dropped afterwards.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import math
 import os
@@ -74,7 +75,10 @@ def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
     """(vocab ids or None, linear module) of the draft LM head: the target's rows for the draft vocabulary (or all
     of them) in the draft dtype, weight pre-packed on a CPU. Cached on the target: built once per (vocab, dtype)."""
     lm = target.lm_head
-    key = (None if draft_vocab is None else (int(draft_vocab.numel()), int(draft_vocab[:64].sum())), dtype)
+    key = (None, dtype)
+    if draft_vocab is not None:   # exact: the size and a SHA-256 of every id (as int64, in order)
+        data = draft_vocab.detach().reshape(-1).to(device="cpu", dtype=torch.int64).numpy().tobytes()
+        key = (int(draft_vocab.numel()), hashlib.sha256(data).hexdigest(), dtype)
     with _BUILD_LOCK:
         cache = target.__dict__.setdefault("_draft_lm_cache", {})
         if key not in cache:
