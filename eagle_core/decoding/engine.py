@@ -1,13 +1,23 @@
 """The EAGLE decoding loop: draft a tree, verify it in one target pass, keep the accepted path, repeat.
 
     prefill:  target(prompt) -> features f_0..f_{m-1}, first token t_m (the root of cycle 1)
-    cycle:    head.catch_up(new true features) -> tree = draft(...)            # draft_seconds
-              target([root] + tree nodes, ancestry mask, positions n + depth)  # verify_seconds: ONE pass
+    cycle:    head.catch_up(new true features) -> tree = draft(...)
+              target([root] + tree nodes, ancestry mask, positions n + depth)   ONE pass
               accept a path (greedy match at T = 0, strict speculative sampling at T > 0) + bonus token
               keep only the accepted path's KV entries; their features seed the next draft
 
 `draft="vanilla"` drafts an empty tree, so the same code is plain one-token-per-forward decoding: the
-baseline and the reference in tests. Every cycle returns a CycleRecord (records.py).
+baseline and the reference in tests. Every cycle returns a CycleRecord (records.py), built from the cycle's
+lean CycleResult (cycle.py) after the clock has stopped.
+
+What each CycleRecord timing covers (wall seconds, the device synchronised at every boundary):
+    draft_seconds   the head's catch-up on the last pass's true features + drafting the tree (0 at prefill)
+    verify_seconds  the ONE target pass over the tree (its input ids, positions and ancestry mask included);
+                    at prefill: the prompt's pass + choosing the first token
+    other_seconds   the target's probabilities, acceptance (verify.accept_tree), keeping the accepted KV entries
+                    and features, committing the tokens (0 at prefill)
+Building the record (token texts and bytes, p of every node, top-k lists) is in none of them, nor in
+EagleDecoder.seconds (their sum over the cycles).
 """
 from __future__ import annotations
 
@@ -19,14 +29,15 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from .cycle import CycleResult, RecordBuilder
 from .draft import Drafter, DraftSpec
 from .limits import LIMITS
 from .presets import tree_presets
-from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult, TokenProb, TreeNode
+from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
 from .sampling import sample, warp_logits
 from ..model.target import pick_dtype
 from .tree import DraftTree
-from .verify import accept_tree
+from .verify import Acceptance, accept_tree
 from ..model.vocab import load_draft_vocab
 
 
@@ -129,7 +140,11 @@ def tree_attention_mask(anc: torch.Tensor, prefix_len: int, dtype, device) -> to
 
 
 class EagleDecoder:
-    """One generation, stepped cycle by cycle (`step()` -> CycleRecord). The app keeps one per session."""
+    """One generation, stepped cycle by cycle (`step()` -> CycleRecord). The app keeps one per session.
+
+    Each step runs one timed cycle (`_prefill` first, then `_cycle`), which returns a lean CycleResult, and then,
+    outside the timed region, builds the page's CycleRecord from it (cycle.RecordBuilder).
+    """
 
     def __init__(self, target, head, cfg: DecodeConfig, prompt_ids: list[int]):
         cfg.check()
@@ -145,62 +160,112 @@ class EagleDecoder:
         self.cycles: list[CycleRecord] = []
         self.target_forwards = 0
         self.finished: str | None = None
-        self.seconds = 0.0
+        self.seconds = 0.0                 # the cycles' timed regions (draft + verify + other), records excluded
         self.gen = torch.Generator(device=target.device)
         self.gen.manual_seed(cfg.seed)
         max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
         # the prefix, plus the last cycle's whole tree before its rejected nodes are dropped
         self.cache = new_kv_cache(min(target.max_context, max_len + self.spec.max_nodes))
-        self.drafter = None                # plain decoding needs none (no head cache, no draft LM-head copy)
-        if self.spec.kind != "vanilla":
-            if head is None:
-                raise ValueError("EAGLE drafting needs a head")
-            vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
-            ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
-            self.drafter = Drafter(head, target, self.spec, max_len, vocab, ddt)
+        self.drafter = self._new_drafter(max_len)   # None for plain decoding (no head cache, no LM-head copy)
         self.pending_feats = None          # true features not yet given to the head
-        self._text_cache: dict[int, str] = {}
+        self.records = RecordBuilder(target, cfg.record_topk, cfg.temperature)
+
+    def _new_drafter(self, max_len: int) -> Drafter | None:
+        if self.spec.kind == "vanilla":
+            return None
+        if self.head is None:
+            raise ValueError("EAGLE drafting needs a head")
+        cfg, target = self.cfg, self.target
+        vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
+        ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
+        return Drafter(self.head, target, self.spec, max_len, vocab, ddt)
 
     @property
     def done(self) -> bool:
         return self.finished is not None
 
-    # ------------------------------------------------------------------ helpers
-    def _sync(self):
-        if self.target.device.type == "cuda":
-            torch.cuda.synchronize()
+    # ------------------------------------------------------------------ the loop
+    @torch.inference_mode()
+    def step(self) -> CycleRecord:
+        if self.done:
+            raise RuntimeError("generation already finished")
+        res = self._cycle() if self.cycles else self._prefill()
+        self.seconds += res.draft_seconds + res.verify_seconds + res.other_seconds
+        rec = self.records.record(res)     # presentation: after the clock stopped
+        self.cycles.append(rec)
+        return rec
 
-    def _text(self, t: int) -> str:
-        s = self._text_cache.get(t)
-        if s is None:
-            s = self._text_cache[t] = self.target.token_text(t)
-        return s
+    def _prefill(self) -> CycleResult:
+        """The prompt in one target pass; its first token is the root of cycle 1. Timed as verify_seconds."""
+        t0 = time.perf_counter()
+        ids = torch.tensor([self.prompt_ids], device=self.target.device)
+        logits, self.pending_feats = self.target.forward(ids, past_key_values=self.cache, logits="last")
+        self.target_forwards += 1
+        p = self._target_probs(logits[0, -1])
+        greedy = self.cfg.temperature == 0
+        tok = int(p.argmax()) if greedy else sample(p, self.gen)
+        t1 = self._clock()
+        acc = Acceptance(path=[], token=tok, kind="bonus", source=FROM_ARGMAX if greedy else FROM_TARGET, dist=p,
+                         tests={}, status=[ROOT])
+        committed = self._commit([tok])
+        self.tokens.append(tok)
+        tree = DraftTree.root_only(self.prompt_ids[-1])
+        return self._result(len(self.prompt_ids) - 1, tree, p[None], acc, committed, 0.0, t1 - t0, 0.0)
 
-    def _topk(self, probs: torch.Tensor) -> list[TokenProb]:
-        k = self.cfg.record_topk
-        if k <= 0:
-            return []
-        v, i = torch.topk(probs.float(), min(k, probs.shape[-1]))
-        special = self.target.special_ids
-        return [TokenProb(int(t), self._text(int(t)), float(p), int(t) in special)
-                for t, p in zip(i.tolist(), v.tolist())]
+    def _cycle(self) -> CycleResult:
+        """Draft a tree, verify it in ONE target pass, accept a path + the bonus token, commit them."""
+        n = len(self.tokens) - 1                 # root position = committed length
+        t0 = time.perf_counter()
+        tree = self._draft()
+        t1 = self._clock()
+        logits, feats = self._verify(tree, n)
+        t2 = self._clock()
+        probs = self._target_probs(logits[0])    # [N, V]
+        acc = accept_tree(tree, probs, self.cfg.temperature, self.gen)
+        committed = self._keep(tree, acc, feats, n)
+        t3 = self._clock()
+        return self._result(n, tree, probs, acc, committed, t1 - t0, t2 - t1, t3 - t2)
 
-    def _target_probs(self, logits: torch.Tensor) -> torch.Tensor:
+    # ------------------------------------------------------------------ the cycle's parts
+    def _draft(self) -> DraftTree:
+        """The head catches up on the features the last pass confirmed, then drafts from the root."""
+        root = self.tokens[-1]
+        if self.drafter is None:
+            return DraftTree.root_only(root)
         c = self.cfg
-        if c.temperature > 0:
-            return warp_logits(logits, c.temperature, c.top_k_sampling, c.top_p).exp()
-        return torch.softmax(logits.float(), dim=-1)
+        root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
+        return self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling, c.top_p,
+                                  self.gen)
+
+    def _verify(self, tree: DraftTree, n: int):
+        """The whole tree in one target forward: positions n + depth, each node sees the prefix and its ancestors."""
+        dev = self.target.device
+        ids = torch.tensor([tree.tokens], device=dev)
+        pos = torch.tensor([[n + d for d in tree.depths]], device=dev)
+        mask = tree_attention_mask(tree.ancestry(), n, self.target.dtype, dev) if len(tree) > 1 else None
+        out = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask)
+        self.target_forwards += 1
+        return out
+
+    def _keep(self, tree: DraftTree, acc, feats, n: int) -> list[int]:
+        """Keep the accepted path's KV entries and features (they seed the next draft); commit its tokens."""
+        keep = torch.tensor([n + i for i in [0] + acc.path], device=self.target.device)
+        keep_cache_entries(self.cache, n, keep)
+        self.pending_feats = feats[:, [0] + acc.path]
+        new = [tree.nodes[i].token for i in acc.path] + [acc.token]
+        committed = self._commit(new)
+        self.tokens.extend(new)
+        return committed
 
     def _commit(self, new: list[int]) -> list[int]:
         """Trim at a stop token / the token budget / the context limit; returns what is committed."""
-        c = self.cfg
         out = []
         for t in new:
             out.append(t)
             if t in self.target.stop_token_ids:
                 self.finished = "eos"
                 break
-            if len(self.new_ids) + len(out) >= c.max_new_tokens:
+            if len(self.new_ids) + len(out) >= self.cfg.max_new_tokens:
                 self.finished = "max_new_tokens"
                 break
         self.new_ids.extend(out)
@@ -208,111 +273,24 @@ class EagleDecoder:
             self.finished = "context"
         return out
 
-    # ------------------------------------------------------------------ prefill
-    def _prefill(self) -> CycleRecord:
-        t0 = time.perf_counter()
-        dev = self.target.device
-        ids = torch.tensor([self.prompt_ids], device=dev)
-        logits, feats = self.target.forward(ids, past_key_values=self.cache, logits="last")
-        self.target_forwards += 1
-        p = self._target_probs(logits[0, -1])
-        tok = int(p.argmax()) if self.cfg.temperature == 0 else sample(p, self.gen)
-        self.pending_feats = feats
-        self._sync()
-        t1 = time.perf_counter()
-        committed = self._commit([tok])
-        self.tokens.append(tok)
-        self.seconds += t1 - t0
-        root = TreeNode(index=0, token_id=self.prompt_ids[-1], text=self._text(self.prompt_ids[-1]), parent=-1,
-                        depth=0, q=1.0, p=1.0, score=0.0, status=ROOT, target_topk=self._topk(p))
-        return CycleRecord(cycle=0, prefix_len=len(self.prompt_ids) - 1, nodes=[root], accepted_path=[],
-                           accepted_tokens=[], bonus_token=tok, bonus_text=self._text(tok), bonus_kind="bonus",
-                           residual_topk=self._topk(p), new_tokens=committed, accept_length=0,
-                           draft_seconds=0.0, verify_seconds=t1 - t0, other_seconds=0.0,
-                           total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
-                           tau=len(self.new_ids) / self.target_forwards, finished=self.finished,
-                           bonus_from=FROM_ARGMAX if self.cfg.temperature == 0 else FROM_TARGET,
-                           temperature=self.cfg.temperature,
-                           new_token_bytes=[self.target.token_bytes(t).hex() for t in committed])
+    # ------------------------------------------------------------------ helpers
+    def _clock(self) -> float:
+        """perf_counter once the device has finished the work queued so far (CUDA runs asynchronously)."""
+        if self.target.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
 
-    # ------------------------------------------------------------------ one cycle
-    @torch.inference_mode()
-    def step(self) -> CycleRecord:
-        if self.done:
-            raise RuntimeError("generation already finished")
-        if not self.cycles:
-            rec = self._prefill()
-            self.cycles.append(rec)
-            return rec
-        c, dev = self.cfg, self.target.device
-        n = len(self.tokens) - 1                 # root position = committed length
-        root = self.tokens[-1]
+    def _target_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        if c.temperature > 0:
+            return warp_logits(logits, c.temperature, c.top_k_sampling, c.top_p).exp()
+        return torch.softmax(logits.float(), dim=-1)
 
-        # ---- draft
-        t0 = time.perf_counter()
-        if self.drafter is not None:
-            root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
-            tree = self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling,
-                                      c.top_p, self.gen)
-        else:
-            tree = DraftTree.root_only(root)
-        self._sync()
-        t1 = time.perf_counter()
-
-        # ---- verify: the whole tree in ONE target forward
-        N = len(tree)
-        ids = torch.tensor([tree.tokens], device=dev)
-        pos = torch.tensor([[n + d for d in tree.depths]], device=dev)
-        mask = tree_attention_mask(tree.ancestry(), n, self.target.dtype, dev) if N > 1 else None
-        logits, feats = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask)
-        self.target_forwards += 1
-        self._sync()
-        t2 = time.perf_counter()
-
-        # ---- accept
-        probs = self._target_probs(logits[0])                 # [N, V]
-        acc = accept_tree(tree, probs, c.temperature, self.gen)
-
-        # ---- keep the accepted path's KV entries and features
-        keep = torch.tensor([n + i for i in [0] + acc.path], device=dev)
-        keep_cache_entries(self.cache, n, keep)
-        self.pending_feats = feats[:, [0] + acc.path]
-        accepted = [tree.nodes[i].token for i in acc.path]
-        committed = self._commit(accepted + [acc.token])
-        self.tokens.extend(accepted + [acc.token])
-        rec = self._record(tree, probs, acc, n, committed, t1 - t0, t2 - t1)
-        t3 = time.perf_counter()
-        rec.other_seconds = t3 - t2
-        self.seconds += t3 - t0
-        self.cycles.append(rec)
-        return rec
-
-    def _record(self, tree: DraftTree, probs, acc, n, committed, draft_s, verify_s) -> CycleRecord:
-        detail = self.cfg.record_topk > 0
-        nodes = []
-        p_tok = probs[torch.tensor([max(par, 0) for par in tree.parents]), torch.tensor(tree.tokens)].tolist()
-        for i, dn in enumerate(tree.nodes):
-            dist = tree.dists.get(i)
-            t = acc.tests.get(i)
-            nodes.append(TreeNode(
-                index=i, token_id=dn.token, text=self._text(dn.token) if detail else "",
-                parent=dn.parent, depth=dn.depth, q=dn.q, p=1.0 if dn.parent < 0 else p_tok[i],
-                score=dn.score, status=acc.status[i], sampled=dn.sampled,
-                accept_prob=t.accept_prob if (t is not None and self.cfg.temperature > 0) else None,
-                rule=t.rule if t else None, test_p=t.p if t else None, test_q=t.q if t else None,
-                test_rank=t.rank if t else None,
-                target_topk=self._topk(probs[i]) if detail else [],
-                draft_topk=self._topk(dist.exp()) if (detail and dist is not None) else []))
-        return CycleRecord(
-            cycle=len(self.cycles), prefix_len=n, nodes=nodes, accepted_path=acc.path,
-            accepted_tokens=[tree.nodes[i].token for i in acc.path], bonus_token=acc.token,
-            bonus_text=self._text(acc.token), bonus_kind=acc.kind,
-            residual_topk=self._topk(acc.dist) if detail else [],
-            new_tokens=committed, accept_length=len(acc.path), draft_seconds=draft_s, verify_seconds=verify_s,
-            other_seconds=0.0, total_new_tokens=len(self.new_ids), target_forwards=self.target_forwards,
-            tau=len(self.new_ids) / self.target_forwards, finished=self.finished, bonus_from=acc.source,
-            drafts_skipped=tree.skipped, temperature=self.cfg.temperature,
-            new_token_bytes=[self.target.token_bytes(t).hex() for t in committed] if detail else [])
+    def _result(self, prefix_len, tree, probs, acc, committed, draft_s, verify_s, other_s) -> CycleResult:
+        return CycleResult(cycle=len(self.cycles), prefix_len=prefix_len, tree=tree, probs=probs, acc=acc,
+                           committed=committed, draft_seconds=draft_s, verify_seconds=verify_s,
+                           other_seconds=other_s, total_new_tokens=len(self.new_ids),
+                           target_forwards=self.target_forwards, finished=self.finished)
 
     def result(self, prompt: str = "") -> GenerationResult:
         return GenerationResult(prompt=prompt, prompt_ids=self.prompt_ids, token_ids=list(self.new_ids),

@@ -63,9 +63,9 @@ class CycleRecord:
     residual_topk: list[TokenProb]   # distribution the bonus/correction was drawn from (T > 0: the residual)
     new_tokens: list[int]       # tokens committed by this cycle (accepted + bonus), after stop/limit trimming
     accept_length: int          # len(accepted_path)
-    draft_seconds: float
-    verify_seconds: float
-    other_seconds: float        # bookkeeping outside the two model passes
+    draft_seconds: float        # head catch-up + drafting (engine.py's docstring: what each timing covers)
+    verify_seconds: float       # the one target pass (prefill: the prompt's pass + the first token)
+    other_seconds: float        # acceptance + KV/commit bookkeeping; building this record is in none of the 3
     total_new_tokens: int       # running count, this cycle included
     target_forwards: int        # running count, prefill included
     tau: float                  # running total_new_tokens / target_forwards
