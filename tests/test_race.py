@@ -4,16 +4,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle_core.bench import run as bench
+from eagle_core.decoding import divergence
 
 
 def test_divergence_index_tokens_and_margin(tiny_target):
     ids = tiny_target.render_prompt("How can I")
-    assert bench.divergence(tiny_target, ids, [10, 20, 30], [10, 20, 30]) is None
-    assert bench.divergence(tiny_target, ids, [10, 20], [10, 20, 30]) is None   # a prefix: no token to compare
-    assert bench.divergence(tiny_target, ids, [], []) is None
+    assert divergence.divergence(tiny_target, ids, [10, 20, 30], [10, 20, 30]) is None
+    assert divergence.divergence(tiny_target, ids, [10, 20], [10, 20, 30]) is None   # a prefix: no token to compare
+    assert divergence.divergence(tiny_target, ids, [], []) is None
 
-    div = bench.divergence(tiny_target, ids, [10, 20, 30, 40], [10, 20, 31, 7])
+    div = divergence.divergence(tiny_target, ids, [10, 20, 30, 40], [10, 20, 31, 7])
     assert (div["index"], div["plain_token"], div["eagle_token"]) == (2, 30, 31)
     assert div["plain_text"] == tiny_target.token_text(30) and div["eagle_text"] == tiny_target.token_text(31)
     with torch.no_grad():   # the logits after prompt + common prefix, computed directly
@@ -23,21 +23,21 @@ def test_divergence_index_tokens_and_margin(tiny_target):
     assert div["top2_margin"] == pytest.approx(float(top[0] - top[1]), abs=1e-5)
     assert div["top_token"] == int(logits.argmax())
     # near_tie reads the same top-2 margin
-    assert bench.near_tie(tiny_target, ids, [10, 20], eps=div["top2_margin"] + 1e-6)
-    assert not bench.near_tie(tiny_target, ids, [10, 20], eps=div["top2_margin"] / 2)
+    assert divergence.near_tie(tiny_target, ids, [10, 20], eps=div["top2_margin"] + 1e-6)
+    assert not divergence.near_tie(tiny_target, ids, [10, 20], eps=div["top2_margin"] / 2)
 
     # the greedy case: plain took the argmax, EAGLE the runner-up -> margin == top-2 margin
     first, second = torch.topk(logits, 2).indices.tolist()
-    div = bench.divergence(tiny_target, ids, [10, 20, first], [10, 20, second])
+    div = divergence.divergence(tiny_target, ids, [10, 20, first], [10, 20, second])
     assert div["margin"] == pytest.approx(div["top2_margin"], abs=1e-6)
     # a divergence at the very first token uses the prompt alone
-    div = bench.divergence(tiny_target, ids, [5], [6])
+    div = divergence.divergence(tiny_target, ids, [5], [6])
     assert div["index"] == 0
 
 
 def test_tie_eps_for_dtype():
-    assert bench.tie_eps_for(torch.float32) == bench.TIE_EPS
-    assert bench.tie_eps_for(torch.bfloat16) > bench.tie_eps_for(torch.float16) > bench.TIE_EPS
+    assert divergence.tie_eps_for(torch.float32) == divergence.TIE_EPS
+    assert divergence.tie_eps_for(torch.bfloat16) > divergence.tie_eps_for(torch.float16) > divergence.TIE_EPS
 
 
 def test_race_sentence():
