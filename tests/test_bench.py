@@ -5,7 +5,14 @@ import json
 
 import pytest
 
-from eagle_core.bench import run as bench
+from eagle_core.bench import methods
+from eagle_core.bench import metrics
+from eagle_core.bench import prompts
+from eagle_core.bench import report
+from eagle_core.bench import run
+from eagle_core.bench import summary
+from eagle_core.bench.errors import BenchError
+from eagle_core.decoding import divergence
 from eagle_core.bench import machine_load
 from eagle_core.model.head import random_head
 
@@ -19,52 +26,52 @@ def rec(prompt, tokens, seconds, forwards=None, category="all", depth_counts=Non
 def test_speedup_is_mean_of_per_prompt_ratios():
     base = [rec(0, 10, 1.0), rec(1, 10, 10.0)]          # 10 tok/s and 1 tok/s
     meth = [rec(0, 20, 1.0), rec(1, 10, 2.0)]           # 20 tok/s (2x) and 5 tok/s (5x)
-    assert bench.speedup(meth, base) == pytest.approx(3.5)
+    assert metrics.speedup(meth, base) == pytest.approx(3.5)
     # the ratio of mean speeds would be 12.5 / 5.5: a different number
-    assert bench.speedup_ratio_of_means(meth, base) == pytest.approx(12.5 / 5.5)
-    assert bench.mean_tokens_per_s(meth) == pytest.approx(12.5)
-    assert bench.speedup(base, base) == pytest.approx(1.0)
+    assert metrics.speedup_ratio_of_means(meth, base) == pytest.approx(12.5 / 5.5)
+    assert metrics.mean_tokens_per_s(meth) == pytest.approx(12.5)
+    assert metrics.speedup(base, base) == pytest.approx(1.0)
     # matched by prompt index, not by list position
-    assert bench.speedup(list(reversed(meth)), base) == pytest.approx(3.5)
+    assert metrics.speedup(list(reversed(meth)), base) == pytest.approx(3.5)
 
 
 def test_tau_sums_tokens_over_forwards():
     rs = [rec(0, 30, 1.0, forwards=10), rec(1, 10, 1.0, forwards=10)]
-    assert bench.tau(rs) == pytest.approx(2.0)          # 40 / 20, not the mean of 3 and 1 ... which is also 2
+    assert metrics.tau(rs) == pytest.approx(2.0)          # 40 / 20, not the mean of 3 and 1 ... which is also 2
     rs = [rec(0, 30, 1.0, forwards=10), rec(1, 10, 1.0, forwards=5)]
-    assert bench.tau(rs) == pytest.approx(40 / 15)
-    assert bench.tau([rec(0, 5, 1.0, forwards=None)]) is None
-    assert bench.tau([]) is None
+    assert metrics.tau(rs) == pytest.approx(40 / 15)
+    assert metrics.tau([rec(0, 5, 1.0, forwards=None)]) is None
+    assert metrics.tau([]) is None
 
 
 def test_depth_counts_and_acceptance():
     # chain of depth 3; accept lengths 0, 1, 3, 2
-    reached, accepted = bench.depth_counts([(0, 3), (1, 3), (3, 3), (2, 3)])
+    reached, accepted = metrics.depth_counts([(0, 3), (1, 3), (3, 3), (2, 3)])
     assert reached == [4, 3, 2]
     assert accepted == [3, 2, 1]
     r = [rec(0, 1, 1.0, depth_counts=(reached, accepted)), rec(1, 1, 1.0, depth_counts=([2, 1, 0], [1, 0, 0]))]
-    alpha = bench.acceptance_by_depth(r)
+    alpha = metrics.acceptance_by_depth(r)
     assert alpha == pytest.approx([4 / 6, 2 / 4, 1 / 2])
     # a cycle with a shallower tree (context end) does not count at depths it cannot reach
-    reached, accepted = bench.depth_counts([(1, 1), (2, 3)])
+    reached, accepted = metrics.depth_counts([(1, 1), (2, 3)])
     assert reached == [2, 1, 1] and accepted == [2, 1, 0]
-    assert bench.acceptance_by_depth([rec(0, 1, 1.0)]) is None
-    assert bench.acceptance_by_depth([rec(0, 1, 1.0, depth_counts=([0], [0]))]) == [None]
+    assert metrics.acceptance_by_depth([rec(0, 1, 1.0)]) is None
+    assert metrics.acceptance_by_depth([rec(0, 1, 1.0, depth_counts=([0], [0]))]) == [None]
 
 
 def test_divergence_and_mismatch_counting():
-    assert bench.first_divergence([1, 2, 3], [1, 2, 3]) is None
-    assert bench.first_divergence([1, 2, 3], [1, 5, 3]) == 1
-    assert bench.first_divergence([1, 2], [1, 2, 3]) == 2
+    assert divergence.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert divergence.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert divergence.first_divergence([1, 2], [1, 2, 3]) == 2
     rs = [rec(0, 1, 1.0), rec(1, 1, 1.0, diverged_at=4), rec(2, 1, 1.0, diverged_at=0, tie=True),
           rec(3, 1, 1.0, diverged_at=7)]
-    assert bench.count_mismatches(rs) == (2, 1)
+    assert summary.count_mismatches(rs) == (2, 1)
 
 
 def test_summarize_by_category():
     per = {"hf-greedy": [rec(0, 10, 1.0, 10, "a"), rec(1, 10, 2.0, 10, "b")],
            "eagle-chain": [rec(0, 10, 0.5, 4, "a", ([2], [1])), rec(1, 10, 0.5, 5, "b", ([2], [2]), diverged_at=3)]}
-    s = bench.summarize_all(per, greedy=True)
+    s = summary.summarize_all(per, greedy=True)
     assert s["hf-greedy"]["speedup"] == pytest.approx(1.0)
     assert s["hf-greedy"]["tau"] == pytest.approx(1.0)
     c = s["eagle-chain"]
@@ -75,17 +82,17 @@ def test_summarize_by_category():
     assert c["by_category"]["a"]["speedup"] == pytest.approx(2.0)
     assert c["by_category"]["b"]["speedup"] == pytest.approx(4.0)
     assert c["by_category"]["b"]["mismatches"] == 1
-    s = bench.summarize_all(per, greedy=False)
+    s = summary.summarize_all(per, greedy=False)
     assert s["eagle-chain"]["mismatches"] is None
 
 
 def test_parse_methods_and_rotation():
-    assert bench.parse_methods("vanilla, eagle-static:unshifted,vanilla") == ["vanilla", "eagle-static:unshifted"]
+    assert methods.parse_methods("vanilla, eagle-static:unshifted,vanilla") == ["vanilla", "eagle-static:unshifted"]
     for bad in ("nope", "hf-greedy:unshifted", "eagle-chain:shifty", ""):
-        with pytest.raises(bench.BenchError):
-            bench.parse_methods(bad)
+        with pytest.raises(BenchError):
+            methods.parse_methods(bad)
     ms = ["a", "b", "c"]
-    orders = [bench.rotated(ms, i) for i in range(3)]
+    orders = [methods.rotated(ms, i) for i in range(3)]
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
     for m in ms:   # every method at every position once
         assert sorted(o.index(m) for o in orders) == [0, 1, 2]
@@ -95,14 +102,14 @@ def test_read_prompt_file(tmp_path):
     p = tmp_path / "q.jsonl"
     p.write_text(json.dumps({"question_id": 1, "category": "math", "turns": ["one", "two"]}) + "\n\n"
                  + json.dumps({"prompt": "hello"}) + "\n")
-    items = bench.read_prompt_file(str(p))
+    items = prompts.read_prompt_file(str(p))
     assert items == [{"id": "1", "prompt": "one", "category": "math"},
                      {"id": "1", "prompt": "hello", "category": "all"}]
 
 
 # ------------------------------------------------------------------------------ tiny-model run
-ALL_METHODS = list(bench.BASE_METHODS) + ["eagle-chain:unshifted", "eagle-static:unshifted",
-                                          "eagle-dynamic:unshifted"]
+ALL_METHODS = list(methods.BASE_METHODS) + ["eagle-chain:unshifted", "eagle-static:unshifted",
+                                            "eagle-dynamic:unshifted"]
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +121,9 @@ def tiny_report(tiny_target, tiny_random_head, tmp_path_factory):
     heads = {"shifted": tiny_random_head, "unshifted": random_head(tiny_target, "unshifted", seed=1)}
     from eagle_core.decoding.engine import DecodeConfig
     base = DecodeConfig(draft="static", tree="cpu-8", depth=3, top_k=4, total_tokens=8)
-    return bench.run_bench(tiny_target, bench.load_prompts(str(p)), ALL_METHODS, heads, base_cfg=base,
-                           max_new_tokens=8, temperature=0.0, progress=False, prompt_lookup=3,
-                           warmup=False)
+    return run.run_bench(tiny_target, prompts.load_prompts(str(p)), ALL_METHODS, heads, base_cfg=base,
+                         max_new_tokens=8, temperature=0.0, progress=False, prompt_lookup=3,
+                         warmup=False)
 
 
 def test_tiny_run_every_method(tiny_report):
@@ -162,25 +169,25 @@ def test_tiny_run_every_method(tiny_report):
 
 def test_table_and_plot(tiny_report, tmp_path):
     quiet = dict(tiny_report, load=machine_load.summarize(0.0, [0.0, 0.02, 0.0]))   # as if run on a quiet machine
-    text = bench.format_table(quiet)
+    text = report.format_table(quiet)
     assert "tau" in text and "eagle-static:unshifted" in text and "mismatch" in text and "draft" in text
     assert "95% CI" in text and "machine load:" in text
     counts = tiny_report["methods"]["eagle-static"]["accept_length_counts"]
     assert "per-position histogram" in text and f"({sum(counts)} cycles)" in text
     busy = dict(tiny_report, load=machine_load.summarize(0.0, [0.0, 1.3, 0.0]))
-    busy_text = bench.format_table(busy)
+    busy_text = report.format_table(busy)
     assert busy_text.count("THE MACHINE WAS BUSY") == 2                # above the table and below it
     assert "machine load: BUSY" in busy_text and "THE MACHINE WAS BUSY" not in text
     pytest.importorskip("matplotlib")
     out = tmp_path / "bench.png"
-    bench.write_plot(tiny_report, str(out))
+    report.write_plot(tiny_report, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_sampling_run_has_no_mismatch_counts(tiny_target, tiny_random_head):
-    prompts = [{"id": "a", "prompt": "Hi there", "category": "x"}]
-    r = bench.run_bench(tiny_target, prompts, ["hf-greedy", "vanilla", "eagle-chain"], {"shifted": tiny_random_head},
-                        max_new_tokens=4, temperature=0.8, top_p=0.9, progress=False, warmup=True)
+    one = [{"id": "a", "prompt": "Hi there", "category": "x"}]
+    r = run.run_bench(tiny_target, one, ["hf-greedy", "vanilla", "eagle-chain"], {"shifted": tiny_random_head},
+                      max_new_tokens=4, temperature=0.8, top_p=0.9, progress=False, warmup=True)
     assert r["methods"]["vanilla"]["mismatches"] is None
     assert r["methods"]["eagle-chain"]["n_prompts"] == 1
 
@@ -199,7 +206,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, args, msg):
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     sub = {"EMPTY": str(tmp_path / "empty.jsonl"), "GOOD": str(tmp_path / "good.jsonl"),
            "BADJSON": str(tmp_path / "bad.jsonl")}
-    rc = bench.main([sub.get(a, a) for a in args])
+    rc = run.main([sub.get(a, a) for a in args])
     err = capsys.readouterr().err
     assert rc != 0
     assert err.startswith("error: ") and msg in err
@@ -209,17 +216,17 @@ def test_cli_errors_are_one_line(tmp_path, capsys, args, msg):
 @pytest.mark.parametrize("eps, field", [(1e-4, "mismatches"), (1e9, "tie_divergences")])
 def test_divergence_is_detected_and_ties_told_apart(tiny_target, monkeypatch, eps, field):
     """Tamper with hf-greedy's last token: vanilla then diverges there; a huge tie eps makes it a 'tie'."""
-    real = bench.run_hf
+    real = methods.run_hf
 
     def tampered(*a, **kw):
         r = real(*a, **kw)
         r["token_ids"] = r["token_ids"][:-1] + [(r["token_ids"][-1] + 1) % 1000]
         return r
 
-    monkeypatch.setattr(bench, "run_hf", tampered)
-    prompts = [{"id": "a", "prompt": "Hi there", "category": "x"}]
-    r = bench.run_bench(tiny_target, prompts, ["hf-greedy", "vanilla"], {}, max_new_tokens=4, progress=False,
-                        warmup=False, tie_eps=eps)
+    monkeypatch.setattr(methods, "run_hf", tampered)
+    one = [{"id": "a", "prompt": "Hi there", "category": "x"}]
+    r = run.run_bench(tiny_target, one, ["hf-greedy", "vanilla"], {}, max_new_tokens=4, progress=False,
+                      warmup=False, tie_eps=eps)
     v = r["methods"]["vanilla"]
     assert v[field] == 1 and v["mismatches"] + v["tie_divergences"] == 1
     assert r["per_prompt"]["vanilla"][0]["diverged_at"] == 3
@@ -227,6 +234,6 @@ def test_divergence_is_detected_and_ties_told_apart(tiny_target, monkeypatch, ep
 
 
 def test_cli_unknown_tree_fails_before_loading(capsys):
-    rc = bench.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
+    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
     err = capsys.readouterr().err
     assert rc != 0 and err.startswith("error: unknown tree preset")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from eagle_core.bench import run as bench
+from eagle_core.bench import summary
 from eagle_core.bench import sets as bench_sets
 from eagle_core.bench import machine_load
 
@@ -23,7 +23,7 @@ def fake_report(eagle_speed: float, lookup_speed: float, busy: bool = False) -> 
             "config": {"date": "2026-12-01", "n_prompts": 4, "max_new_tokens": 100, "temperature": 0.0,
                        "command": "python -m eagle_core.bench.sets --limit 4"},
             "load": machine_load.summarize(0.0, [0.9 if busy else 0.0, 0.0]),
-            "methods": bench.summarize_all(per, greedy=True)}
+            "methods": summary.summarize_all(per, greedy=True)}
 
 
 def test_rows_pick_the_best_eagle_and_carry_prompt_lookup():
@@ -49,7 +49,7 @@ def test_table_marks_a_busy_set(tmp_path):
     assert rc == 0
     assert (tmp_path / "sets_t0_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (tmp_path / "sets_t0_cpu.md").read_text()
-    assert "bench_sets --limit 4" in md and "| alpaca |" in md and "BUSY" in md
+    assert "bench.sets --limit 4" in md and "| alpaca |" in md and "BUSY" in md
 
 
 def test_missing_reports_fail_in_one_line(tmp_path, capsys):

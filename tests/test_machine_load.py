@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from eagle_core.bench import run as bench
+from eagle_core.bench import metrics
+from eagle_core.bench import run
 from eagle_core.bench import machine_load
 from eagle_core.bench.machine_load import Sample
 
@@ -54,7 +55,7 @@ def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: 1.4)
     loaded = []
     monkeypatch.setattr("eagle_core.model.target.load_target", lambda *a, **k: loaded.append(1))
-    rc = bench.main(["--prompts", "humaneval", "--limit", "1", "--wait-quiet", "0"])
+    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--wait-quiet", "0"])
     err = capsys.readouterr().err
     assert rc == 3 and not loaded
     assert "machine is busy" in err and "1.40" in err and "--allow-busy" in err
@@ -63,18 +64,18 @@ def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
 def test_bench_waits_for_quiet(monkeypatch, capsys):
     readings = iter([0.9, 0.8, 0.05])
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: next(readings))
-    assert bench.wait_for_quiet(60, probe_s=0) == 0.05
+    assert run.wait_for_quiet(60, probe_s=0) == 0.05
     assert capsys.readouterr().err.count("waiting for a quiet machine") == 2
 
 
 def test_interval_of_the_mean():
-    assert bench.mean_interval([1.5]) is None
-    lo, hi = bench.mean_interval([1.5] * 10)
+    assert metrics.mean_interval([1.5]) is None
+    lo, hi = metrics.mean_interval([1.5] * 10)
     assert lo == hi == pytest.approx(1.5)                    # no spread, no width
     xs = [1.2, 1.4, 1.5, 1.6, 1.8, 1.3, 1.7, 1.5, 1.4, 1.6]
-    lo, hi = bench.mean_interval(xs)
+    lo, hi = metrics.mean_interval(xs)
     m = sum(xs) / len(xs)
     assert lo < m < hi and hi - lo < 0.3
-    assert bench.mean_interval(xs) == [lo, hi]               # seeded: the same interval every time
-    wide = bench.mean_interval([0.5, 2.5] * 5)
+    assert metrics.mean_interval(xs) == [lo, hi]               # seeded: the same interval every time
+    wide = metrics.mean_interval([0.5, 2.5] * 5)
     assert wide[1] - wide[0] > hi - lo                       # more spread, wider interval

@@ -17,8 +17,12 @@ import os
 import shlex
 import sys
 
-from . import run as bench
 from . import machine_load
+from .errors import BenchError
+from .methods import BASELINE, EAGLE_DRAFTS, method_head_shift, parse_methods
+from .prompts import load_prompts
+from .report import cycle_cost, format_table
+from .run import check_quiet, device_string, fail, quiet_libraries, run_bench
 
 SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
 DEFAULT_METHODS = "hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup"
@@ -30,17 +34,17 @@ def set_row(name: str, report: dict, eagle: str) -> dict:
     ms = report["methods"]
     e, pl = ms.get(eagle, {}), ms.get("hf-prompt-lookup", {})
     return {"set": name, "n": e.get("n_prompts"), "method": eagle, "tau": e.get("tau"),
-            "tokens_per_s": e.get("tokens_per_s"), "baseline_tokens_per_s": ms.get(bench.BASELINE, {}).get("tokens_per_s"),
+            "tokens_per_s": e.get("tokens_per_s"), "baseline_tokens_per_s": ms.get(BASELINE, {}).get("tokens_per_s"),
             "speedup": e.get("speedup"), "speedup_ci95": e.get("speedup_ci95"),
             "prompt_lookup_speedup": pl.get("speedup"), "prompt_lookup_tau": pl.get("tau"),
             "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet"),
-            "cycle_cost": bench.cycle_cost(e, ms.get(bench.BASELINE)) if e else None}
+            "cycle_cost": cycle_cost(e, ms.get(BASELINE)) if e else None}
 
 
 def best_eagle(report: dict) -> str | None:
     """The EAGLE method with the highest mean speedup in a report."""
     cands = [(s["speedup"], m) for m, s in report["methods"].items()
-             if m.partition(":")[0] in bench.EAGLE_DRAFTS and s.get("speedup") is not None]
+             if m.partition(":")[0] in EAGLE_DRAFTS and s.get("speedup") is not None]
     return max(cands)[1] if cands else None
 
 
@@ -66,7 +70,7 @@ def write_sets_plot(reports: dict[str, dict], path: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = list(reports)
-    methods = [m for m in next(iter(reports.values()))["methods"] if m != bench.BASELINE]
+    methods = [m for m in next(iter(reports.values()))["methods"] if m != BASELINE]
     colors = {"hf-prompt-lookup": "#999999", "vanilla": "#cccccc"}
     palette = ["#0072B2", "#56B4E9", "#009E73", "#E69F00", "#CC79A7"]
     hatch = {"hf-prompt-lookup": "//"}
@@ -92,7 +96,7 @@ def write_sets_plot(reports: dict[str, dict], path: str):
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([f"{n}\n(n={reports[n]['config']['n_prompts']})" for n in names])
-    ax.set_ylabel(f"speedup over {bench.BASELINE} (mean per-prompt ratio, 95% CI)")
+    ax.set_ylabel(f"speedup over {BASELINE} (mean per-prompt ratio, 95% CI)")
     ax.legend(fontsize=8, loc="upper left", ncol=len(methods))
     busy = [n for n, r in reports.items() if not r.get("load", {}).get("quiet", True)]
     first = next(iter(reports.values()))
@@ -108,6 +112,7 @@ def write_sets_plot(reports: dict[str, dict], path: str):
 
 
 def main(argv=None) -> int:
+    quiet_libraries()
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.sets", description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--data", default=DATA, help="folder of the <set>_question.jsonl files")
@@ -122,32 +127,50 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     argv_s = sys.argv[1:] if argv is None else argv
     try:
-        methods = bench.parse_methods(args.methods)
-        if bench.BASELINE not in methods:
-            raise bench.BenchError(f"the methods must include the baseline {bench.BASELINE}")
-        sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-        if not os.path.isdir(args.data):
-            raise bench.BenchError(f"no prompt-set folder {args.data!r}: the sets (<set>_question.jsonl, sources in "
-                                   "docs/benchmarks.md) live in ../shared/data beside the repository; pass --data "
-                                   "FOLDER, or run `python -m eagle_core.bench --prompts humaneval` (built in)")
-        prompts = {s: bench.load_prompts(os.path.join(args.data, f"{s}_question.jsonl"), args.limit) for s in sets}
-        if not os.path.isdir(args.out):
-            raise bench.BenchError(f"output folder {args.out!r} does not exist")
-    except (bench.BenchError, ValueError, OSError) as exc:
-        return bench.fail(str(exc))
+        methods, sets, prompts = _checked_inputs(args)
+    except (BenchError, ValueError, OSError) as exc:
+        return fail(str(exc))
     if args.from_json:
-        try:
-            reports = {}
-            for s in sets:
-                with open(os.path.join(args.out, f"sets_{s}_t0_cpu.json")) as f:
-                    reports[s] = json.load(f)
-        except (OSError, ValueError) as exc:
-            return bench.fail(f"cannot read a report: {exc}")
-        return _write_summary(reports, args.out, reports[sets[0]]["config"].get("command", ""),
-                              reports[sets[0]]["device"])
-    before, refused = bench.check_quiet(args.wait_quiet, args.allow_busy)
+        return _rebuild_from_json(sets, args.out)
+    before, refused = check_quiet(args.wait_quiet, args.allow_busy)
     if refused is not None:
         return refused
+    command = "python -m eagle_core.bench.sets " + shlex.join(argv_s)
+    reports, device = _run_sets(args, methods, sets, prompts, before, command)
+    return _write_summary(reports, args.out, command, device)
+
+
+def _checked_inputs(args) -> tuple[list[str], list[str], dict]:
+    """(methods, set names, {set: prompts}) from the command line; BenchError for what is missing."""
+    methods = parse_methods(args.methods)
+    if BASELINE not in methods:
+        raise BenchError(f"the methods must include the baseline {BASELINE}")
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    if not os.path.isdir(args.data):
+        raise BenchError(f"no prompt-set folder {args.data!r}: the sets (<set>_question.jsonl, sources in "
+                         "docs/benchmarks.md) live in ../shared/data beside the repository; pass --data "
+                         "FOLDER, or run `python -m eagle_core.bench --prompts humaneval` (built in)")
+    prompts = {s: load_prompts(os.path.join(args.data, f"{s}_question.jsonl"), args.limit) for s in sets}
+    if not os.path.isdir(args.out):
+        raise BenchError(f"output folder {args.out!r} does not exist")
+    return methods, sets, prompts
+
+
+def _rebuild_from_json(sets: list[str], out: str) -> int:
+    """--from-json: the table and the chart again from the sets' reports in OUT, running nothing."""
+    try:
+        reports = {}
+        for s in sets:
+            with open(os.path.join(out, f"sets_{s}_t0_cpu.json")) as f:
+                reports[s] = json.load(f)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot read a report: {exc}")
+    return _write_summary(reports, out, reports[sets[0]]["config"].get("command", ""), reports[sets[0]]["device"])
+
+
+def _run_sets(args, methods, sets, prompts, before, command: str) -> tuple[dict, str]:
+    """({set: report}, device): the benchmark on every set with one target, heads and tree; each report is
+    printed and written to OUT/sets_<set>_t0_cpu.json as soon as it is done."""
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     from ..decoding.engine import default_config
@@ -155,27 +178,25 @@ def main(argv=None) -> int:
     from ..model.target import load_target
     target = load_target()
     base = default_config(target.device.type)
-    need = {bench.method_head_shift(m) for m in methods} - {None}
+    need = {method_head_shift(m) for m in methods} - {None}
     heads = {s: resolve_head(s, target) for s in need}
-    device = bench.device_string(target)
+    device = device_string(target)
     reports = {}
     for s in sets:
         print(f"[{s}] {len(prompts[s])} prompts ...", file=sys.stderr, flush=True)
-        config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  "command": "python -m eagle_core.bench.sets " + shlex.join(argv_s),
+        config = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "command": command,
                   "prompts": os.path.join(args.data, f"{s}_question.jsonl"), "limit": args.limit,
                   "heads": {k: h.path for k, h in heads.items()}, "kernel_plan": target.kernel_plan,
                   "tree_fitted_on": _tree_fitted_on(base.tree)}
-        rep = bench.run_bench(target, prompts[s], methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
-                              progress=False, device=device, config=config, load_before=before,
-                              warn=lambda t: print(f"WARNING: {t}", file=sys.stderr))
+        rep = run_bench(target, prompts[s], methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
+                        progress=False, device=device, config=config, load_before=before,
+                        warn=lambda t: print(f"WARNING: {t}", file=sys.stderr))
         before = machine_load.measure_idle(1.0)   # the next set's own check before it starts
         reports[s] = rep
-        print(bench.format_table(rep), file=sys.stderr)
+        print(format_table(rep), file=sys.stderr)
         with open(os.path.join(args.out, f"sets_{s}_t0_cpu.json"), "w") as f:
             json.dump(rep, f, indent=1)
-    return _write_summary(reports, args.out, "python -m eagle_core.bench.sets " + shlex.join(argv_s), device)
-
+    return reports, device
 
 def _write_summary(reports: dict, out: str, command: str, device: str) -> int:
     """The combined table (stdout and OUT/sets_t0_cpu.md) and chart (OUT/sets_t0_cpu.png) of the sets' reports."""

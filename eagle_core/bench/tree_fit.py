@@ -144,7 +144,10 @@ def main(argv=None) -> int:
                     help="take the rank paths from an earlier output instead of decoding again (re-time only)")
     args = ap.parse_args(argv)
     import torch
-    from .run import BenchError, load_prompts
+    from .errors import BenchError
+    from .prompts import load_prompts
+    from .run import quiet_libraries
+    quiet_libraries()
     from ..decoding.engine import default_config
     from ..model.head import HeadLoadError, resolve_head
     from ..model.target import TargetLoadError, load_target

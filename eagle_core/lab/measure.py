@@ -13,18 +13,23 @@ app's own session cycles and the tests' synthetic records:
                         draft probability q of every reached node against the measured acceptance rate; or of
                         the path's cumulative draft probability against whether the whole path was accepted.
   accept_length_histogram  how many drafted tokens each cycle accepted (0..D): the per-position histogram
-                        serving-engine users ask for, with alpha_k per depth beside it.
+                        serving-engine users ask for, with alpha_k per depth beside it (bench/metrics.py, the
+                        benchmark's own counting).
   input_kind_entry      EAGLE's input ablation: one head per input kind (head.py ABLATION_HEADS, one recipe and
                         one budget), decoded as a chain of 5, beside its training card's teacher-forced n-alpha.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import sys
+import time
 from collections import defaultdict
+from dataclasses import replace
 
-
-def _get(obj, name, default=None):
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+from ..bench.metrics import (accept_length_histogram, cycle_seconds, drafted, drafting_cycles, field,
+                             tokens_per_forward, tokens_per_second)
 
 
 def node_positions(nodes) -> dict[int, tuple[int, ...]]:
@@ -32,33 +37,23 @@ def node_positions(nodes) -> dict[int, tuple[int, ...]]:
     the order in which a static tree's drafter takes them."""
     kids = defaultdict(list)
     for n in nodes:
-        if _get(n, "parent", -1) >= 0:
-            kids[_get(n, "parent")].append(n)
+        if field(n, "parent", -1) >= 0:
+            kids[field(n, "parent")].append(n)
     out = {0: ()}
-    order = sorted(nodes, key=lambda n: (_get(n, "depth"), _get(n, "index")))
+    order = sorted(nodes, key=lambda n: (field(n, "depth"), field(n, "index")))
     for n in order:
-        par = _get(n, "parent", -1)
+        par = field(n, "parent", -1)
         if par < 0:
             continue
-        sibs = sorted(kids[par], key=lambda s: (-_get(s, "q"), _get(s, "index")))
-        out[_get(n, "index")] = out.get(par, ()) + (sibs.index(n),)
+        sibs = sorted(kids[par], key=lambda s: (-field(s, "q"), field(s, "index")))
+        out[field(n, "index")] = out.get(par, ()) + (sibs.index(n),)
     return out
 
 
 def _reached(nodes, accepted: set[int]) -> list:
     """Drafted nodes whose parent is the root or accepted: the ones the verifier could have kept."""
-    return [n for n in nodes if _get(n, "parent", -1) >= 0
-            and (_get(n, "parent") == 0 or _get(n, "parent") in accepted)]
-
-
-def _drafted(record) -> bool:
-    """A cycle that drafted something (not the prefill, not an empty tree)."""
-    return _get(record, "cycle", 0) > 0 and len(_get(record, "nodes", [])) > 1
-
-
-def drafting_cycles(records) -> list:
-    """Records of cycles that drafted something (not the prefill, not empty trees)."""
-    return [r for r in records if _drafted(r)]
+    return [n for n in nodes if field(n, "parent", -1) >= 0
+            and (field(n, "parent") == 0 or field(n, "parent") in accepted)]
 
 
 def position_acceptance(records, prompt_of=None) -> dict:
@@ -68,15 +63,15 @@ def position_acceptance(records, prompt_of=None) -> dict:
     overall: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     by_prompt: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for i, r in enumerate(records):
-        if not _drafted(r):
+        if not drafted(r):
             continue
-        nodes = _get(r, "nodes")
-        acc = set(_get(r, "accepted_path", []))
+        nodes = field(r, "nodes")
+        acc = set(field(r, "accepted_path", []))
         pos = node_positions(nodes)
         key = prompt_of(i) if prompt_of else "all"
         for n in _reached(nodes, acc):
-            p = pos[_get(n, "index")]
-            hit = int(_get(n, "index") in acc)
+            p = pos[field(n, "index")]
+            hit = int(field(n, "index") in acc)
             for table in (overall, by_prompt[key]):
                 table[p][0] += 1
                 table[p][1] += hit
@@ -105,18 +100,18 @@ def calibration(records, bins: int = 10, kind: str = "q") -> list[dict]:
         raise ValueError("kind must be 'q' or 'path'")
     sums = [[0, 0.0, 0] for _ in range(bins)]   # n, sum of x, accepted
     for r in drafting_cycles(records):
-        nodes = _get(r, "nodes")
-        acc = set(_get(r, "accepted_path", []))
-        pool = _reached(nodes, acc) if kind == "q" else [n for n in nodes if _get(n, "parent", -1) >= 0]
+        nodes = field(r, "nodes")
+        acc = set(field(r, "accepted_path", []))
+        pool = _reached(nodes, acc) if kind == "q" else [n for n in nodes if field(n, "parent", -1) >= 0]
         for n in pool:
-            x = _get(n, "q") if kind == "q" else math.exp(_get(n, "score"))
+            x = field(n, "q") if kind == "q" else math.exp(field(n, "score"))
             if x is None or not math.isfinite(x):
                 continue
             x = min(max(x, 0.0), 1.0)
             b = min(bins - 1, int(x * bins))
             sums[b][0] += 1
             sums[b][1] += x
-            sums[b][2] += int(_get(n, "index") in acc)
+            sums[b][2] += int(field(n, "index") in acc)
     return [{"lo": i / bins, "hi": (i + 1) / bins, "n": n,
              "mean_confidence": sx / n if n else None, "acceptance": a / n if n else None}
             for i, (n, sx, a) in enumerate(sums)]
@@ -130,28 +125,11 @@ def calibration_error(curve: list[dict]) -> float | None:
     return sum(b["n"] * abs(b["mean_confidence"] - b["acceptance"]) for b in curve if b["n"]) / total
 
 
-def accept_length_histogram(records) -> dict:
-    """{"counts": [cycles that accepted 0, 1, ..., D drafted tokens], "alpha": [alpha_k per depth],
-    "reached": [cycles that reached depth k, the denominator of alpha_k], "cycles": n}: alpha_k as the benchmark
-    counts it (bench.depth_counts): of the cycles whose first k drafts were accepted and whose tree had a depth
-    k+1, the share that accepted depth k+1 too."""
-    from ..bench.run import depth_counts
-    cycles = [(_get(r, "accept_length", len(_get(r, "accepted_path", []))),
-               max(_get(x, "depth", 0) for x in _get(r, "nodes"))) for r in drafting_cycles(records)]
-    counts = [0] * max((max(L, d) + 1 for L, d in cycles), default=0)
-    for L, _ in cycles:
-        counts[L] += 1
-    reached, accepted = depth_counts(cycles)
-    return {"counts": counts, "alpha": [a / r if r else None for r, a in zip(reached, accepted)],
-            "reached": reached, "cycles": len(cycles)}
-
-
 # ============================================================================ training cards (EAGLE's data ablation)
 def card_phases(card: dict) -> list[dict]:
     """The training phases of a head, oldest first, from its training card and the cards it embeds
     (previous_phase): tokens seen, held-out top-1 and chain tau, and whether the phase trained on answers the
     target wrote itself (EAGLE's "fixed data vs the target's own answers")."""
-    import json
     out = []
     node = card
     while isinstance(node, dict):
@@ -195,8 +173,6 @@ def input_kind_entry(summary: dict, plain: dict | None, card: dict | None) -> di
 
 def read_card(folder: str) -> dict | None:
     """A head folder's training.json, or None."""
-    import json
-    import os
     try:
         with open(os.path.join(folder, "training.json")) as f:
             return json.load(f)
@@ -220,16 +196,15 @@ def decode_records(target, head, cfg, prompts, progress=None) -> list[tuple[str,
 def run_summary(runs) -> dict:
     """tau, seconds per cycle and per-depth acceptance of a list of (prompt id, records) (objects or dicts)."""
     recs = [r for _, rs in runs for r in rs]
-    new = sum(_get(rs[-1], "total_new_tokens") for _, rs in runs if rs)
-    fw = sum(_get(rs[-1], "target_forwards") for _, rs in runs if rs)
+    new = sum(field(rs[-1], "total_new_tokens") for _, rs in runs if rs)
+    fw = sum(field(rs[-1], "target_forwards") for _, rs in runs if rs)
     cyc = drafting_cycles(recs)
-    spent = lambda r: _get(r, "draft_seconds") + _get(r, "verify_seconds") + _get(r, "other_seconds")  # noqa: E731
-    secs = sum(spent(r) for r in cyc)
-    total = sum(spent(r) for r in recs)
+    secs = sum(cycle_seconds(r) for r in cyc)
     h = accept_length_histogram(recs)
-    return {"tau": new / fw if fw else None, "cycles": len(cyc), "ms_per_cycle": 1e3 * secs / len(cyc) if cyc else None,
-            "tokens_per_s": new / total if total else None, "alpha": h["alpha"], "reached": h["reached"],
-            "accept_length_counts": h["counts"]}
+    return {"tau": tokens_per_forward(new, fw), "cycles": len(cyc),
+            "ms_per_cycle": 1e3 * secs / len(cyc) if cyc else None,
+            "tokens_per_s": tokens_per_second(new, sum(cycle_seconds(r) for r in recs)),
+            "alpha": h["alpha"], "reached": h["reached"], "accept_length_counts": h["counts"]}
 
 
 TREE_OF_5 = "smollm2-cpu-tree"     # the lesson's 5-node tree, against a chain of the same 5 drafted tokens
@@ -238,7 +213,6 @@ TREE_OF_5 = "smollm2-cpu-tree"     # the lesson's 5-node tree, against a chain o
 def lab_plan(base) -> list[tuple[str, str | None, object]]:
     """Every generation the lab runs per prompt: (run name, head spec or None for plain decoding, DecodeConfig).
     `base` is the device's speed configuration (engine.default_config), which the benchmark runs too."""
-    from dataclasses import replace
     chain5 = replace(base, draft="chain", depth=5)
     return ([("plain", None, replace(base, draft="vanilla"))]
             + [(f"inputs/{kind}", spec, chain5) for kind, spec in INPUT_KINDS.items()]
@@ -273,7 +247,6 @@ def assemble(runs: dict, plan, cards: dict, tree_sizes: dict | None = None, data
 
 def tree_sizes_of(path: str) -> dict | None:
     """The CPU tree fit's candidates (tree_fit.py's JSON): size, depth, fitted tau, cycle time, modelled speed."""
-    import json
     try:
         with open(path) as f:
             fit = json.load(f)
@@ -284,20 +257,38 @@ def tree_sizes_of(path: str) -> dict | None:
         return None
 
 
-def main(argv=None) -> int:
+def run_plan(target, plan, prompts) -> dict:
+    """{run name: [(prompt id, records)]}: every generation of the plan on every prompt (progress on stderr)."""
+    from ..model.head import resolve_head
+    heads = {spec: resolve_head(spec, target) for _, spec, _ in plan if spec}
+    runs = {}
+    for name, spec, cfg in plan:
+        say = lambda k, n, name=name: print(f"[{name}] {k}/{n}", file=sys.stderr, flush=True)  # noqa: E731
+        runs[name] = decode_records(target, heads.get(spec), cfg, prompts, say)
+    return runs
+
+
+def _parser():
     import argparse
-    import json
-    import os
-    import sys
-    import time
-    from dataclasses import replace
     ap = argparse.ArgumentParser(prog="python -m eagle_core.lab", description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--json", required=True, metavar="OUT")
-    args = ap.parse_args(argv)
-    from ..bench.run import BenchError, load_prompts
+    return ap
+
+
+def _missing_ablation_heads() -> list[str]:
+    from ..model.head import ABLATION_HEADS
+    return [s for s in INPUT_KINDS.values() if not os.path.exists(os.path.join(ABLATION_HEADS[s], "config.json"))]
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from ..bench.errors import BenchError
+    from ..bench.prompts import load_prompts
+    from ..bench.run import quiet_libraries
+    quiet_libraries()
     try:
         if args.limit < 1 or args.max_new_tokens < 1:
             raise BenchError("--limit and --max-new-tokens must be >= 1")
@@ -305,24 +296,19 @@ def main(argv=None) -> int:
     except (BenchError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from ..decoding.engine import default_config
-    from ..model.head import ABLATION_HEADS, SHIPPED_HEADS, resolve_head
-    from ..model.target import load_target
-    from ..bench.tree_fit import TREES_DIR
-    missing = [s for s in INPUT_KINDS.values() if not os.path.exists(os.path.join(ABLATION_HEADS[s], "config.json"))]
+    missing = _missing_ablation_heads()
     if missing:
         print(f"error: the ablation heads {missing} are not in assets/heads/ablation (train them with "
               f"python -m eagle_core.training --inputs ... --out assets/heads/ablation/NAME; see README)", file=sys.stderr)
         return 2
+    from ..bench.tree_fit import TREES_DIR
+    from ..decoding.engine import default_config
+    from ..model.head import ABLATION_HEADS, SHIPPED_HEADS
+    from ..model.target import load_target
     t0 = time.time()
     target = load_target()
-    base = replace(default_config(target.device.type), max_new_tokens=args.max_new_tokens, record_topk=0)
-    plan = lab_plan(base)
-    heads = {spec: resolve_head(spec, target) for _, spec, _ in plan if spec}
-    runs = {}
-    for name, spec, cfg in plan:
-        say = lambda k, n, name=name: print(f"[{name}] {k}/{n}", file=sys.stderr, flush=True)  # noqa: E731
-        runs[name] = decode_records(target, heads.get(spec), cfg, prompts, say)
+    plan = lab_plan(replace(default_config(target.device.type), max_new_tokens=args.max_new_tokens, record_topk=0))
+    runs = run_plan(target, plan, prompts)
     report = {"command": "python -m eagle_core.lab " + " ".join(sys.argv[1:] if argv is None else argv),
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "target": target.name,
               "prompts": args.prompts, "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens}
@@ -337,5 +323,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main())

@@ -1,0 +1,171 @@
+"""The benchmark's methods: their names, and one timed generation of a prompt by each.
+
+  hf-greedy          transformers `generate` (greedy at T = 0, sampling with the same T / top-p at T > 0):
+                     what a user would otherwise run, and the baseline of `speedup`
+  vanilla            our own plain decoding (DecodeConfig(draft="vanilla"))
+  hf-prompt-lookup   transformers prompt-lookup decoding (generate(prompt_lookup_num_tokens=...))
+  eagle-chain, eagle-static, eagle-dynamic   EAGLE drafting with the shifted head; a `:unshifted` suffix
+                     (e.g. eagle-static:unshifted) uses the ablation head instead
+
+Every run returns a per-prompt result: {"token_ids", "new_tokens", "seconds", "forwards", "depth_counts"}, and
+for the engine's methods "accept_lengths" and "time_split" too (metrics.py reads them).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from .errors import BenchError
+from .metrics import depth_counts
+
+BASELINE = "hf-greedy"
+HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
+EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
+BASE_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
+DEFAULT_METHODS = BASE_METHODS
+
+
+# ============================================================================ names
+def parse_methods(text: str) -> list[str]:
+    """'a,b,c' -> validated method names (EAGLE ones may carry ':unshifted')."""
+    names = [m.strip() for m in (text or "").split(",") if m.strip()]
+    if not names:
+        raise BenchError("no methods given")
+    seen = []
+    for m in names:
+        base, _, suffix = m.partition(":")
+        if base not in BASE_METHODS:
+            raise BenchError(f"unknown method {m!r}; methods: {', '.join(BASE_METHODS)} "
+                             f"(EAGLE ones also as NAME:unshifted)")
+        if suffix and (base not in EAGLE_DRAFTS or suffix != "unshifted"):
+            raise BenchError(f"unknown method {m!r}: only eagle-chain/static/dynamic take the ':unshifted' suffix")
+        if m not in seen:
+            seen.append(m)
+    return seen
+
+
+def method_head_shift(method: str) -> str | None:
+    """Which head a method drafts with: 'shifted', 'unshifted', or None (no head)."""
+    base, _, suffix = method.partition(":")
+    if base not in EAGLE_DRAFTS:
+        return None
+    return suffix or "shifted"
+
+
+def rotated(methods: list[str], i: int) -> list[str]:
+    """Method order for prompt i: rotate by i, so every method runs at every position equally often."""
+    if not methods:
+        return []
+    k = i % len(methods)
+    return methods[k:] + methods[:k]
+
+
+def method_config(method: str, base_cfg, max_new_tokens: int, temperature: float, top_p: float, seed: int):
+    """The DecodeConfig of one of our own methods (vanilla, eagle-*): the base tree settings, this draft."""
+    draft = "vanilla" if method == "vanilla" else EAGLE_DRAFTS[method.partition(":")[0]]
+    return replace(base_cfg, draft=draft, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                   seed=seed, record_topk=0)
+
+
+def max_nodes(methods, base_cfg) -> int:
+    """The largest tree (in nodes) any of the methods verifies: the room a prompt needs beyond its tokens."""
+    n = 0
+    for m in methods:
+        if m == "vanilla" or m.partition(":")[0] in EAGLE_DRAFTS:
+            n = max(n, method_config(m, base_cfg, 1, 0.0, 1.0, 0).spec().max_nodes)
+    return n
+
+
+# ============================================================================ transformers' generate
+def _truncate_at_stop(ids: list[int], stops) -> list[int]:
+    for i, t in enumerate(ids):
+        if t in stops:
+            return ids[:i + 1]
+    return ids
+
+
+class _ForwardCounter:
+    """Counts calls of a module's forward (target forwards inside transformers' generate)."""
+
+    def __init__(self, module):
+        self.n = 0
+        self.handle = module.register_forward_hook(self._hook)
+
+    def _hook(self, *_):
+        self.n += 1
+
+    def close(self):
+        self.handle.remove()
+
+
+def hf_generation_config(target, max_new_tokens: int, temperature: float, top_p: float,
+                         prompt_lookup: int | None):
+    """Every sampling knob set explicitly, so nothing is inherited from the model's generation_config."""
+    from transformers import GenerationConfig
+    stops = list(target.stop_token_ids) or None
+    sampling = temperature > 0
+    kw = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, do_sample=sampling, num_beams=1,
+              temperature=temperature if sampling else 1.0, top_p=top_p if sampling else 1.0,
+              top_k=0 if sampling else None,
+              repetition_penalty=1.0, eos_token_id=stops, pad_token_id=stops[0] if stops else None,
+              use_cache=True)
+    if prompt_lookup:
+        kw["prompt_lookup_num_tokens"] = prompt_lookup
+    return GenerationConfig(**kw)
+
+
+def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float, seed: int,
+           prompt_lookup: int | None = None) -> dict:
+    import torch
+    gc = hf_generation_config(target, max_new_tokens, temperature, top_p, prompt_lookup)
+    ids = torch.tensor([prompt_ids], device=target.device)
+    mask = torch.ones_like(ids)
+    counter = _ForwardCounter(target.model)
+    try:
+        torch.manual_seed(seed)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = target.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
+        if target.device.type == "cuda":
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+    finally:
+        counter.close()
+    new = _truncate_at_stop(out[0, len(prompt_ids):].tolist(), set(target.stop_token_ids))
+    return {"token_ids": new, "new_tokens": len(new), "seconds": secs, "forwards": counter.n,
+            "depth_counts": None}
+
+
+# ============================================================================ our engine
+def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
+    from ..decoding.engine import EagleDecoder
+    t0 = time.perf_counter()
+    dec = EagleDecoder(target, head, cfg, prompt_ids)
+    cyc = []
+    split = [0.0, 0.0, 0.0]
+    while not dec.done:
+        rec = dec.step()
+        split[0] += rec.draft_seconds
+        split[1] += rec.verify_seconds
+        split[2] += rec.other_seconds
+        if rec.cycle > 0:
+            d = max(n.depth for n in rec.nodes)
+            if d > 0:
+                cyc.append((rec.accept_length, d))
+    secs = time.perf_counter() - t0
+    drafts = cfg.draft != "vanilla"
+    return {"token_ids": list(dec.new_ids), "new_tokens": len(dec.new_ids), "seconds": secs,
+            "forwards": dec.target_forwards, "depth_counts": depth_counts(cyc) if drafts else None,
+            "accept_lengths": [a for a, _ in cyc] if drafts else None, "time_split": split}
+
+
+def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_tokens, temperature, top_p, seed,
+               prompt_lookup: int) -> dict:
+    """One generation of the prompt by the method; heads: {"shifted": head, "unshifted": head}."""
+    if method == "hf-greedy":
+        return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed)
+    if method == "hf-prompt-lookup":
+        return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed, prompt_lookup=prompt_lookup)
+    cfg = method_config(method, base_cfg, max_new_tokens, temperature, top_p, seed)
+    shift = method_head_shift(method)
+    return run_eagle(target, heads.get(shift) if shift else None, cfg, prompt_ids)
