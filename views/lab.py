@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from eagle_core.bench.metrics import count_shares
+
 from .common import ACCEPTED, DRAFT_Q, FONT, TARGET_P
 
 MIN_REACHED = 20   # a depth's acceptance over fewer cycles than this is drawn faint
@@ -77,17 +79,17 @@ def accept_histogram(hist: dict, what: str = "") -> go.Figure:
     """How many drafted tokens each cycle accepted, with alpha_k printed under the depth axis; `what` names the
     configuration the cycles came from."""
     counts = hist.get("counts") or []
-    total = sum(counts) or 1
+    shares = count_shares(counts)
     alpha = hist.get("alpha") or []
-    fig = go.Figure(go.Bar(x=list(range(len(counts))), y=[c / total for c in counts], marker_color=ACCEPTED,
-                           text=[f"{c / total:.0%}<br>({c})" for c in counts], textposition="outside",
+    fig = go.Figure(go.Bar(x=list(range(len(counts))), y=shares, marker_color=ACCEPTED,
+                           text=[f"{x:.0%}<br>({c})" for x, c in zip(shares, counts)], textposition="outside",
                            name="share of cycles"))
     for k, a in enumerate(alpha):
         if a is not None:
             fig.add_annotation(x=k + 0.5, y=-0.12, yref="paper", showarrow=False, font=dict(size=11),
                                text=f"α{k}={a:.2f}")
     fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1)
-    fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, max([c / total for c in counts] + [0.1]) * 1.3])
+    fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, max(shares + [0.1]) * 1.3])
     return _layout(fig, f"Accepted length per cycle ({hist.get('cycles', 0)} cycles)" + (f"<br>{what}" if what else ""))
 
 
@@ -98,11 +100,11 @@ def bench_histograms(sets: dict) -> go.Figure:
     width = max((len(v["counts"]) for v in sets.values()), default=0)
     for k, (name, v) in enumerate(sets.items()):
         colour, pattern = KIND_STYLES[k % len(KIND_STYLES)]
-        total = sum(v["counts"]) or 1
+        total, shares = sum(v["counts"]) or 1, count_shares(v["counts"])
         alpha = " ".join(f"α{d}={a:.2f}" for d, a in enumerate(v.get("alpha") or []) if a is not None)
-        fig.add_trace(go.Bar(x=list(range(len(v["counts"]))), y=[c / total for c in v["counts"]],
+        fig.add_trace(go.Bar(x=list(range(len(v["counts"]))), y=shares,
                              name=f"{name} ({total} cycles; {alpha})", marker_color=colour,
-                             marker_pattern_shape=pattern, text=[f"{c / total:.0%}" for c in v["counts"]],
+                             marker_pattern_shape=pattern, text=[f"{x:.0%}" for x in shares],
                              textposition="outside", cliponaxis=False))
     fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1, range=[-0.5, width - 0.5])
     fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, 1])

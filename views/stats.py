@@ -5,6 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from eagle_core.bench.metrics import cycle_seconds, length_counts, tokens_per_forward, tokens_per_second
+
 from .common import ACCEPTED, BONUS, DRAFT_Q, TARGET_P, as_dicts, base_layout, empty_figure, esc
 
 
@@ -13,10 +15,10 @@ def summary(records) -> dict:
     recs = as_dicts(records)
     if not recs:
         return dict(tokens=0, forwards=0, seconds=0.0, tau=0.0, tokens_per_s=0.0, cycles=0)
-    secs = sum(r["draft_seconds"] + r["verify_seconds"] + r["other_seconds"] for r in recs)
+    secs = sum(cycle_seconds(r) for r in recs)
     tok, fw = recs[-1]["total_new_tokens"], recs[-1]["target_forwards"]
-    return dict(tokens=tok, forwards=fw, seconds=secs, tau=tok / max(1, fw),
-                tokens_per_s=tok / secs if secs > 0 else 0.0, cycles=len(recs),
+    return dict(tokens=tok, forwards=fw, seconds=secs, tau=tokens_per_forward(tok, max(1, fw)),
+                tokens_per_s=tokens_per_second(tok, secs) or 0.0, cycles=len(recs),
                 draft_seconds=sum(r["draft_seconds"] for r in recs),
                 verify_seconds=sum(r["verify_seconds"] for r in recs))
 
@@ -70,9 +72,8 @@ def stats_figure(records, upto: int | None = None, height: int = 600) -> go.Figu
                              line=dict(color=DRAFT_Q, width=3)), row=1, col=2)
     fig.add_trace(go.Scatter(x=[cyc[0], cyc[-1]], y=[1, 1], mode="lines", name="plain decoding (τ = 1)",
                              line=dict(color="#999", dash="dash")), row=1, col=2)
-    lens = [r["accept_length"] for r in recs if r["cycle"] > 0]
-    mx = max(lens + [1])
-    fig.add_trace(go.Bar(x=list(range(mx + 1)), y=[lens.count(k) for k in range(mx + 1)],
+    counts = length_counts((r["accept_length"] for r in recs if r["cycle"] > 0), size=2)
+    fig.add_trace(go.Bar(x=list(range(len(counts))), y=counts,
                          name="cycles with this accepted length", marker_color="#5b7bd5"), row=2, col=1)
     fw = [r["target_forwards"] for r in recs]
     fig.add_trace(go.Scatter(x=fw, y=[r["total_new_tokens"] for r in recs], mode="lines+markers",
