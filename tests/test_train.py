@@ -12,6 +12,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from eagle_core.training import data as D
 from eagle_core.training import train as T
+from eagle_core.training.evaluate import evaluate, rollout
+from eagle_core.training.objective import Frozen, ce_vocabulary, head_loss
 from eagle_core.model.head import EagleHead, head_config_from_target, load_head
 from eagle_core.model.target import load_target
 
@@ -131,12 +133,12 @@ def test_pairs_shifted_and_unshifted_differ_by_one_position():
 def test_training_steps_lower_the_loss(target, shift, inputs):
     torch.manual_seed(0)
     head = EagleHead(head_config_from_target(target.config, shift, inputs=inputs))
-    frozen = T.Frozen(target, "cpu")
+    frozen = Frozen(target, "cpu")
     batch = random_batch(target, B=2, L=32)
     opt = torch.optim.AdamW(head.parameters(), lr=3e-3, betas=(0.9, 0.95))
     losses = []
     for _ in range(20):
-        loss, vloss, ploss, n = T.head_loss(head, frozen, *batch, shift, noise=0.1, p_weight=0.1)
+        loss, vloss, ploss, n = head_loss(head, frozen, *batch, shift, noise=0.1, p_weight=0.1)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
@@ -153,11 +155,11 @@ def test_restricted_vocabulary_ce(target):
     s = S()
     s.input_ids = torch.tensor([5, 5, 5, 7, 7, 9])
     s.loss_mask = torch.tensor([1, 1, 1, 1, 1, 0], dtype=torch.bool)
-    ids, cov = T.ce_vocabulary([s], 2, target.vocab_size)
+    ids, cov = ce_vocabulary([s], 2, target.vocab_size)
     assert ids.tolist() == [5, 7] and cov == 1.0
-    frozen = T.Frozen(target, "cpu", ids)
+    frozen = Frozen(target, "cpu", ids)
     head = EagleHead(head_config_from_target(target.config, "shifted"))
-    loss, _, ploss, _ = T.head_loss(head, frozen, *random_batch(target), "shifted", 0.0, 0.1)
+    loss, _, ploss, _ = head_loss(head, frozen, *random_batch(target), "shifted", 0.0, 0.1)
     assert torch.isfinite(loss) and float(ploss) > 0
 
 
@@ -170,7 +172,7 @@ def test_rollout_matches_step_by_step_chains(target):
     emb = F.embedding(tok, target.embed_tokens.weight)
     depth = 3
     with torch.no_grad():
-        preds = T.rollout(head, f_in, emb, pos[None], depth)
+        preds = rollout(head, f_in, emb, pos[None], depth)
         plain = head(f_in, emb, pos[None])
         assert torch.allclose(preds[0], plain, atol=1e-5)
         n = f_in.shape[1]
@@ -187,7 +189,7 @@ def test_evaluate_reports_alpha(target):
     head = EagleHead(head_config_from_target(target.config, "shifted"))
     ids, feats, mask = random_batch(target, B=3, L=30)
     seqs = [D.Sequence(f"c{i}", ids[i], feats[i], mask[i]) for i in range(3)]
-    m = T.evaluate(head, T.Frozen(target, "cpu"), seqs, "shifted", depth=4)
+    m = evaluate(head, Frozen(target, "cpu"), seqs, "shifted", depth=4)
     assert len(m["alpha"]) == 5 and len(m["chain"]) == 5
     assert all(0 <= a <= 1 for a in m["alpha"] + m["chain"])
     assert m["chain"] == sorted(m["chain"], reverse=True) and m["top1"] == m["alpha"][0]
