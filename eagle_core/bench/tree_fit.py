@@ -29,6 +29,7 @@ import time
 from collections import Counter
 
 from ..paths import TREES as TREES_DIR
+from .metrics import cycle_seconds
 
 
 # ------------------------------------------------------------------------------------------ pure parts
@@ -119,14 +120,14 @@ def time_cycles(target, head, choices, prompts, max_new_tokens: int, draft_vocab
         # first calls build caches (packed head copy, draft LM head): 4 cycles not timed
         for _ in zip(range(4), stream(target, head, cfg, target.render_prompt(prompts[0]["prompt"]))):
             pass
-        secs = [r.draft_seconds + r.verify_seconds + r.other_seconds for item in prompts
+        secs = [cycle_seconds(r) for item in prompts
                 for r in stream(target, head, cfg, target.render_prompt(item["prompt"])) if r.cycle > 0]
         return sum(secs) / max(1, len(secs))
     finally:
         D.TREE_PRESETS.pop(name, None)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", default="sharegpt-heldout",
                     help="prompt set to fit on (default: the held-out ShareGPT split, none of the benchmark's sets)")
@@ -142,7 +143,50 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="default assets/trees/NAME.json")
     ap.add_argument("--reuse-paths", default=None, metavar="JSON",
                     help="take the rank paths from an earlier output instead of decoding again (re-time only)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def rank_paths(args, target, head, prompts, base) -> list[tuple[int, ...]]:
+    """Step 1: the accepted rank path of every cycle with the big tree, or those of an earlier output."""
+    if args.reuse_paths:
+        with open(args.reuse_paths) as f:
+            old = json.load(f)
+        return [tuple(p) for p, k in old["rank_paths"] for _ in range(k)]
+    return collect_paths(target, head, prompts, args.big_tree, args.max_new_tokens, base.draft_vocab,
+                         base.draft_dtype)
+
+
+def candidate(args, target, head, prompts, base, paths, n: int) -> dict:
+    """Steps 2 and 3 for one size: the best tree of n nodes, its expected tau, its measured cycle time, and the
+    speed they model (printed as it is found)."""
+    choices = fit_tree(paths, n)
+    sec = time_cycles(target, head, choices, prompts[:args.timing_prompts], args.timing_tokens,
+                      base.draft_vocab, base.draft_dtype)
+    tau = expected_tau(paths, choices)
+    row = {"nodes": len(choices), "depth": max(len(c) for c in choices), "tau_fit": round(tau, 3),
+           "cycle_ms": round(1000 * sec, 2), "tokens_per_s_model": round(tau / sec, 2), "choices": choices}
+    print(f"n={len(choices):3d} depth={row['depth']} tau_fit={tau:.3f} cycle={1000 * sec:6.1f} ms "
+          f"-> {tau / sec:6.1f} tok/s", flush=True)
+    return row
+
+
+def fit_report(args, argv, target, head, base, paths, rows, best: dict, wall_s: float) -> dict:
+    """The output JSON: the winning tree, how it was fitted, every candidate and the rank paths themselves."""
+    import torch
+    return {"name": args.name, "choices": best["choices"], "nodes": best["nodes"], "tau_fit": best["tau_fit"],
+            "fitted_on": {"prompts": args.prompts, "limit": args.limit, "max_new_tokens": args.max_new_tokens,
+                          "cycles": len(paths), "big_tree": args.big_tree, "paths_reused_from": args.reuse_paths,
+                          "big_tree_tau": round(expected_tau(paths, [list(p) for p in prefix_counts(paths)]), 3)},
+            "head": os.path.relpath(getattr(head, "path", None) or args.head), "target": target.name,
+            "draft": {"draft_vocab": base.draft_vocab, "draft_dtype": base.draft_dtype},
+            "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": "python -m eagle_core.bench.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
+            "wall_s": round(wall_s, 1), "candidates": rows,
+            "rank_paths": [[list(p), k] for p, k in sorted(Counter(paths).items(), key=lambda x: -x[1])]}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     import torch
     from .errors import BenchError
     from .prompts import load_prompts
@@ -163,43 +207,17 @@ def main(argv=None) -> int:
         return 2
     base = default_config(target.device.type)
     t0 = time.time()
-    if args.reuse_paths:
-        with open(args.reuse_paths) as f:
-            old = json.load(f)
-        paths = [tuple(p) for p, k in old["rank_paths"] for _ in range(k)]
-    else:
-        paths = collect_paths(target, head, prompts, args.big_tree, args.max_new_tokens, base.draft_vocab,
-                              base.draft_dtype)
-    rows = []
-    for n in sizes:
-        choices = fit_tree(paths, n)
-        sec = time_cycles(target, head, choices, prompts[:args.timing_prompts], args.timing_tokens,
-                          base.draft_vocab, base.draft_dtype)
-        tau = expected_tau(paths, choices)
-        rows.append({"nodes": len(choices), "depth": max(len(c) for c in choices), "tau_fit": round(tau, 3),
-                     "cycle_ms": round(1000 * sec, 2), "tokens_per_s_model": round(tau / sec, 2),
-                     "choices": choices})
-        print(f"n={len(choices):3d} depth={rows[-1]['depth']} tau_fit={tau:.3f} cycle={1000 * sec:6.1f} ms "
-              f"-> {tau / sec:6.1f} tok/s", flush=True)
+    paths = rank_paths(args, target, head, prompts, base)
+    rows = [candidate(args, target, head, prompts, base, paths, n) for n in sizes]
     best = max(rows, key=lambda r: r["tokens_per_s_model"])
     out = args.out or os.path.join(TREES_DIR, f"{args.name}.json")
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    report = {"name": args.name, "choices": best["choices"], "nodes": best["nodes"], "tau_fit": best["tau_fit"],
-              "fitted_on": {"prompts": args.prompts, "limit": args.limit, "max_new_tokens": args.max_new_tokens,
-                            "cycles": len(paths), "big_tree": args.big_tree, "paths_reused_from": args.reuse_paths,
-                            "big_tree_tau": round(expected_tau(paths, [list(p) for p in prefix_counts(paths)]), 3)},
-              "head": os.path.relpath(getattr(head, "path", None) or args.head), "target": target.name,
-              "draft": {"draft_vocab": base.draft_vocab, "draft_dtype": base.draft_dtype},
-              "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
-              "command": "python -m eagle_core.bench.tree_fit " + " ".join(sys.argv[1:] if argv is None else argv),
-              "wall_s": round(time.time() - t0, 1), "candidates": rows,
-              "rank_paths": [[list(p), k] for p, k in sorted(Counter(paths).items(), key=lambda x: -x[1])]}
+    report = fit_report(args, argv, target, head, base, paths, rows, best, time.time() - t0)
     with open(out, "w") as f:
         json.dump(report, f, indent=1)
     print(f"best: {best['nodes']} nodes, depth {best['depth']}, tau_fit {best['tau_fit']}, "
           f"{best['cycle_ms']} ms/cycle -> {out}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
