@@ -139,7 +139,7 @@ ids = target.render_prompt("Hello")
 out = [generate(target, heads["shifted"], DecodeConfig(draft=d, max_new_tokens=8), ids).token_ids
        for d in ("vanilla", "dynamic")]
 assert out[0] == out[1], out
-from eagle_core.bench.run import divergence, tie_eps_for
+from eagle_core.decoding.divergence import divergence, tie_eps_for
 print("ok", sorted(m for m, mod in sys.modules.items() if mod is not None and m.partition(".")[0] in BLOCK))
 """
     env = dict(os.environ, TQDM_DISABLE="1", EAGLE_LENS_PRECOMPUTE="0")
@@ -184,7 +184,7 @@ def test_resolution_check_can_fail(tmp_path):
 # ------------------------------------------------------------------ the deploy listing
 def test_deploy_listing_has_the_app_and_heads_and_nothing_local():
     files = dict(deploy_space.upload_list(ROOT))
-    for need in ("app.py", "requirements.txt", "README.md", "eagle_core/engine.py", "views/__init__.py",
+    for need in ("app.py", "requirements.txt", "README.md", "eagle_core/decoding/engine.py", "tabs/lens.py", "views/__init__.py",
                  "assets/heads/smollm2-135m-shifted/model.safetensors",
                  "assets/heads/smollm2-135m-shifted/config.json",
                  "assets/heads/smollm2-135m-unshifted/model.safetensors", "assets/trace_default.json"):
