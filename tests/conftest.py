@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -14,6 +15,18 @@ torch.set_num_threads(1)  # tiny models: threads cost more than they give, and C
 
 from eagle_core.model.head import EagleHead, head_config_from_target, random_head  # noqa: E402
 from eagle_core.model.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target  # noqa: E402
+
+
+def hf_warped_logprobs(logits, temperature, top_k=0, top_p=1.0) -> torch.Tensor:
+    """transformers' plain-sampling warpers, in generate's order: temperature, top-k, top-p; log-probabilities.
+    As in generate, top_k = 0 and top_p = 1 add no warper."""
+    scores = logits.float().clone()
+    scores = TemperatureLogitsWarper(temperature)(None, scores)
+    if top_k:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p < 1.0:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return torch.log_softmax(scores, dim=-1)
 
 
 class TinyTokenizer:

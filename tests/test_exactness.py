@@ -22,10 +22,9 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
-from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import eagle_core.decoding.verify as verify_mod
-from conftest import TinyTokenizer, oracle_pair
+from conftest import TinyTokenizer, hf_warped_logprobs, oracle_pair
 from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
 from eagle_core.decoding.sampling import warp_logits
 
@@ -42,18 +41,6 @@ P_MIN = 1e-4              # per setting; the seeds are fixed, so the outcome is 
 @pytest.fixture(scope="module")
 def pair():
     return oracle_pair(TinyTokenizer(V), seed=1, vocab_size=V, embed_scale=1.0, head_gain=50.0)
-
-
-def hf_warped_logprobs(logits, temperature, top_k=0, top_p=1.0) -> torch.Tensor:
-    """transformers' plain-sampling warpers, in generate's order: temperature, top-k, top-p; log-probabilities.
-    As in generate, top_k = 0 and top_p = 1 add no warper."""
-    scores = logits.float().clone()
-    scores = TemperatureLogitsWarper(temperature)(None, scores)
-    if top_k:
-        scores = TopKLogitsWarper(top_k)(None, scores)
-    if top_p < 1.0:
-        scores = TopPLogitsWarper(top_p)(None, scores)
-    return torch.log_softmax(scores, dim=-1)
 
 
 def exact_law(target, temperature, top_p, top_k) -> dict[tuple, float]:
