@@ -227,14 +227,19 @@ class LensTab:
         return {getattr(self, n): getattr(s, n) for n in SETTING_NAMES if n != "shifted" and n != "shape"
                 and n != "tree_kind"} | {self.input_note: note}
 
-    def on_step(self, state, *values, request: gr.Request = None):
+    # The API's parameter names (gradio takes them from these signatures) stay those clients already use.
+    def on_step(self, state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new,
+                request: gr.Request = None):
         """One cycle. Waits its turn for the shared model (showing the queue), never behind a whole Run."""
-        yield from self.decode(state, Settings.of(*values), request, run=False)
+        yield from self.decode(state, Settings.of(prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new), request,
+                               run=False)
 
-    def on_run(self, state, *values, request: gr.Request = None):
+    def on_run(self, state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new,
+               request: gr.Request = None):
         """Cycle after cycle, each in its own model turn; the page gets the text every STREAM_TEXT_S seconds at most
         and the full figures at the end. Stop is checked between cycles, so it ends the Run within one cycle."""
-        yield from self.decode(state, Settings.of(*values), request, run=True)
+        yield from self.decode(state, Settings.of(prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new), request,
+                               run=True)
 
     def decode(self, state, s: Settings, request, run: bool):
         ent = None
@@ -386,12 +391,12 @@ class LensTab:
         return {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
 
     # ------------------------------------------------------------------------- the Race
-    def on_race(self, state, *values):
+    def on_race(self, state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new):
         """Plain decoding, then EAGLE, of the same prompt, one cycle per model turn (other sessions interleave);
         the speeds are the engine's own timings, which do not include the waits."""
         msg = lambda text: {self.race_msg: text, self.state: state}   # noqa: E731
         try:
-            s = Settings.of(*values)
+            s = Settings.of(prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new)
             cfg = s.config()
             prompt = generation.check_prompt(s.prompt)
             MODEL.require()
