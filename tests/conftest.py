@@ -113,22 +113,12 @@ def tiny_random_head(tiny_target):
 
 
 # ----------------------------------------------------------------------------- markers (pytest.ini registers them)
-# By file, or file::test: what a test needs (browser, model = the embedded GGUF, network = a package index) and
-# whether it is slow (whole-app runs, statistical law tests, subprocess servers). `./run_tests.sh` (CI) runs all;
-# `./run_tests.sh -m "not slow and not browser"` is the fast loop.
+# slow / browser / model (the embedded GGUF) / network (a package index or hub): each test file carries its own
+# (`pytestmark` or a decorator). This table marks, by file or file::test, only what is decided for files that
+# carry none of their own yet. `./run_tests.sh` (CI) runs all; `./run_tests.sh -m "not slow and not browser"` is
+# the fast loop.
 MARKS = {
-    "test_browser.py": ("browser", "model", "slow"),
-    "test_browser_classroom.py": ("browser", "model", "slow"),
-    "test_browser_lesson.py": ("browser", "slow"),
-    "test_integration.py": ("model", "slow"),
     "test_app.py": ("slow",),
-    "test_zerogpu.py": ("slow",),
-    "test_load_test.py": ("slow",),
-    "test_exactness.py": ("slow",),
-    "test_output_law.py": ("slow",),
-    "test_space.py::test_requirements_resolve_for_the_space_python": ("network", "slow"),
-    "test_space.py::test_resolution_check_can_fail": ("network", "slow"),
-    "test_space.py::test_app_runs_without_the_dev_tools": ("slow",),
 }
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from servers import app_subprocess
 
+pytestmark = pytest.mark.browser
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")

@@ -10,6 +10,8 @@ import pytest
 from servers import app_subprocess
 from test_browser import ARGS, CHROMIUM, playwright_api  # noqa: F401  (skips without playwright/Chromium)
 
+pytestmark = [pytest.mark.browser, pytest.mark.model]   # the embedded SmolLM2-135M
+
 LONGTASKS_JS = """() => { window.__busy = 0; new PerformanceObserver((l) => { for (const e of l.getEntries())
   window.__busy += e.duration; }).observe({entryTypes: ['longtask']}); }"""
 

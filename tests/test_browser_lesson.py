@@ -3,7 +3,10 @@
 """
 import os
 
+import pytest
 from test_browser import ARGS, ARTIFACTS, CHROMIUM, playwright_api, server  # noqa: F401  (fixture + skips)
+
+pytestmark = pytest.mark.browser
 
 OVERFLOW_JS = "() => document.documentElement.scrollWidth - window.innerWidth"
 OVERLAPS_JS = """() => {

@@ -95,6 +95,7 @@ def law_check(counts: dict, exact: dict) -> tuple[float, list]:
     return float(chisquare(obs, exp).pvalue), outside
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,temperature,top_p,top_k", GRID,
                          ids=[f"{k}-T{t}-p{p}-k{kk}" for k, t, p, kk in GRID])
 def test_output_law_is_the_warped_target_law(pair, kind, temperature, top_p, top_k):
@@ -126,6 +127,7 @@ def test_narrow_nucleus_drafts_fewer_children(pair):
     assert skipped > 0
 
 
+@pytest.mark.slow
 def test_biased_verifier_fails_the_same_check(pair, monkeypatch):
     """Guard: a verifier that keeps the first drafted child of every node, whatever p says, is caught."""
     target, head = pair

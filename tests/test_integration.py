@@ -11,6 +11,8 @@ from eagle_core.decoding.engine import generate
 from eagle_core.model.head import SHIPPED_HEADS, resolve_head
 from eagle_core.model.target import load_target
 
+pytestmark = [pytest.mark.model, pytest.mark.slow]   # SmolLM2-135M on a CPU: minutes
+
 PROMPTS = ["How can I learn Python quickly?", "Write a haiku about the sea.", "What is 17 times 23?"]
 
 

@@ -29,6 +29,7 @@ def url():
         yield u
 
 
+@pytest.mark.slow
 def test_three_students_no_errors_no_cross_talk(url, tmp_path, capsys):
     lt = load_script()
     out = tmp_path / "load.json"

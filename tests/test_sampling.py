@@ -32,6 +32,7 @@ def _chi2(counts: np.ndarray, expected: np.ndarray) -> float:
     return chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampled", [True, False], ids=["sampled-children", "topk-children"])
 def test_verify_children_single_node_exact(sampled):
     """One node, k children: the emitted token is distributed as p (multi-round / one-hot rule)."""
@@ -70,6 +71,7 @@ def _restrict(q, allowed):
     return q / q.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampled,restricted", [(True, False), (False, False), (True, True)],
                          ids=["sampled-children", "topk-children", "sampled-restricted-vocab"])
 def test_accept_tree_two_levels_exact(sampled, restricted):
@@ -146,6 +148,7 @@ def test_gumbel_topk_samples_without_replacement():
     assert _chi2(firsts, q.numpy()) > 1e-3
 
 
+@pytest.mark.slow
 def test_children_outside_q_are_never_kept():
     """A child with q'(x) = 0 cannot be a draw from q': it is passed over (never kept, p' and q' untouched), so
     the output is still distributed as p. The old rule kept it with probability 1."""

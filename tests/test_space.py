@@ -122,6 +122,7 @@ def test_requirements_hold_the_runtime_and_dev_holds_the_tools():
     assert setup.index("-r requirements.txt") < setup.index("-r requirements-dev.txt")
 
 
+@pytest.mark.slow
 def test_app_runs_without_the_dev_tools():
     """The app's imports and a real generation, with every dev-only package made unimportable."""
     code = r"""
@@ -148,6 +149,8 @@ print("ok", sorted(m for m, mod in sys.modules.items() if mod is not None and m.
 
 
 # ------------------------------------------------------------------ pip resolves requirements.txt for the Space
+@pytest.mark.network
+@pytest.mark.slow
 def test_requirements_resolve_for_the_space_python(tmp_path):
     pv = str(front_matter()["python_version"])
     report_path = str(tmp_path / "report.json")
@@ -168,6 +171,8 @@ def test_requirements_resolve_for_the_space_python(tmp_path):
     print(f"resolved {len(got)} distributions for Python {pv} in {secs:.1f} s")
 
 
+@pytest.mark.network
+@pytest.mark.slow
 def test_resolution_check_can_fail(tmp_path):
     """Negative control: the same pins on the Spaces' default Python 3.10 must not resolve (numpy 2.4.6 and
     transformers 5.24.0 require Python >= 3.11), and pip must say it is the Python version."""

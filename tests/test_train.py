@@ -207,6 +207,7 @@ def test_saved_head_loads_and_predicts(target, tmp_path):
         assert torch.allclose(head(x, e, pos), loaded(x, e, pos), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_and_resume(target, tmp_path):
     """All stages on a few real ShareGPT conversations with the tiny target; a second call resumes."""
     args = ["--shift", "shifted", "--conversations", "6", "--max-len", "768", "--heldout-eval", "3",

@@ -130,6 +130,7 @@ def client(server):
     return Client(server["url"], verbose=False)
 
 
+@pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_step_and_run(server, client):
     n0 = len(gpu_calls(server))
     out = client.predict(PROMPT, True, *cfg(), api_name="/step")          # prefill
@@ -144,6 +145,7 @@ def test_step_and_run(server, client):
     assert [c[2] for c in gpu_calls(server)[n0:]] == ["decode_all"]
 
 
+@pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_stop_ends_a_precomputed_run(server, client):
     job = client.submit(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/run")
     t0 = time.time()
@@ -162,6 +164,7 @@ def test_stop_ends_a_precomputed_run(server, client):
     assert not out[8].startswith("❌") and tokens(out) > tokens(final)   # goes on from there
 
 
+@pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_race_and_ambiguity(server, client):
     n0 = len(gpu_calls(server))
     fig, msg = client.predict(PROMPT, True, *cfg(max_new=8), api_name="/race")
@@ -174,6 +177,7 @@ def test_race_and_ambiguity(server, client):
     assert [c[2] for c in gpu_calls(server)[n0:]] == ["decode_all", "decode_all", "_ambiguity"]
 
 
+@pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_walkthrough_live(server, client):
     from views.walkthrough import STEPS
     n0 = len(gpu_calls(server))
@@ -183,6 +187,7 @@ def test_walkthrough_live(server, client):
     assert [c[2] for c in gpu_calls(server)[n0:]] == ["decode_all"]
 
 
+@pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_every_gpu_call_ran_in_a_forked_worker(server, client):
     client.predict("How can I", 2, api_name="/ambiguity")                  # at least one call, run alone too
     calls = gpu_calls(server)
