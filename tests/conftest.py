@@ -118,7 +118,7 @@ def tiny_random_head(tiny_target):
 # carry none of their own yet. `./run_tests.sh` (CI) runs all; `./run_tests.sh -m "not slow and not browser"` is
 # the fast loop.
 MARKS = {
-    "test_app.py": ("slow",),
+    "test_app.py": ("slow",),   # whole-app runs through gradio_client (93 s in all)
 }
 
 

@@ -34,6 +34,7 @@ def run(target, head, ids, **kw):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s["draft"] + s.get("tree", ""))
+@pytest.mark.slow   # 10-46 s each on the 2-core machine
 def test_greedy_identity_random_head(tiny_target, tiny_random_head, shape):
     for ids in prompts():
         ref = run(tiny_target, None, ids, draft="vanilla", max_new_tokens=24)
@@ -57,6 +58,7 @@ def test_greedy_identity_oracle_head(oracle, shape):
     assert depth_hits > 20  # full-depth acceptance is exercised
 
 
+@pytest.mark.slow   # 10-46 s each on the 2-core machine
 def test_greedy_identity_noisy_head_mixed_acceptance(oracle):
     """A head that is right some of the time: accepted paths of every length, corrections mid-tree."""
     target, head = oracle
@@ -74,6 +76,7 @@ def test_greedy_identity_noisy_head_mixed_acceptance(oracle):
     assert len(lengths) >= 3, lengths
 
 
+@pytest.mark.slow   # 10-46 s each on the 2-core machine
 def test_draft_vocabulary_keeps_greedy_identity(tiny_target, tiny_random_head):
     """A draft LM head over the 2048 most frequent tokens: drafts stay inside it, output stays exact."""
     from eagle_core.model.vocab import load_draft_vocab
@@ -167,6 +170,7 @@ def test_context_limit(real_tokenizer):
 @pytest.mark.parametrize("draft_kw", [dict(draft="chain", depth=3), dict(draft="static", tree="cpu-8"),
                                       dict(draft="dynamic", depth=3, top_k=3, total_tokens=6)],
                          ids=["chain", "static", "dynamic"])
+@pytest.mark.slow   # 10-46 s each on the 2-core machine
 def test_sampling_end_to_end_matches_target(draft_kw):
     """T = 1 on a 6-token vocabulary: the joint law of 3 generated tokens equals the target's (chi-square)."""
     V = 6
@@ -257,6 +261,7 @@ def _sibling_draft_dists(rec):
     return [v for v in kids.values() if len(v) > 1]
 
 
+@pytest.mark.slow   # 10-46 s each on the 2-core machine
 def test_token_only_oracle_drafts_and_feature_only_cannot_branch(oracle):
     """A token-only head drafts like the oracle (it only ever read the embedding); a feature-only head gives
     every child of one node the same draft distribution (it never learns which token was drafted), where a
