@@ -59,12 +59,16 @@ def test_stop_and_a_second_student_in_the_browser(server):
         b.locator("#el-step").click()                                             # prefill
         b.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.includes('prefill')",
                             timeout=30000)
-        t0 = time.time()
+        t0, pa0 = time.time(), passes(a)
         b.locator("#el-step").click()
         b.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.startsWith('Cycle 1')",
                             timeout=30000)
         step_latency = time.time() - t0
+        pa1 = passes(a)
         assert "Running" in status(a), "the Run must still be streaming while the other student steps"
+        # interleaving, counted in the Run's own cycles (the clock depends on the machine and on drawing): the
+        # Step waited a few of them (and the page's 0.35 s refresh), not the Run's hundreds
+        assert pa1 - pa0 <= 25, f"a Step waited {pa1 - pa0} cycles of another student's Run"
 
         # Stop mid-run
         time.sleep(1.0)
@@ -77,11 +81,11 @@ def test_stop_and_a_second_student_in_the_browser(server):
         run_s = time.time() - t_run
         busy = a.evaluate("() => window.__busy") / 1000.0
         after = passes(a)
-        print(f"\nStep of a 2nd student during a Run: {step_latency:.2f} s; Stop -> 'Stopped' shown: "
+        print(f"\nStep of a 2nd student during a Run: {step_latency:.2f} s ({pa1 - pa0} of its cycles); Stop -> 'Stopped' shown: "
               f"{stop_latency:.2f} s; target passes shown at the click {before}, final {after}; "
               f"browser long tasks {busy:.1f} s of {run_s:.1f} s ({100 * busy / run_s:.0f}%)")
         assert after < 400
-        assert stop_latency < 2.0, f"Stop took {stop_latency:.2f} s"
-        assert step_latency < 3.0, f"a Step waited {step_latency:.2f} s behind another student's Run"
+        assert after - before <= 10, f"Stop let {after - before} more target passes run (the page shows passes " \
+                                     "up to 0.35 s late, ~5 cycles; the Run stops after the cycle in progress)"
         assert busy / run_s < 0.5, f"the browser was busy {100 * busy / run_s:.0f}% of the Run"
         browser.close()
