@@ -86,6 +86,15 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
         model.model.norm.weight.fill_(1.0)
         model.model.embed_tokens.weight.mul_(embed_scale)   # sharper distributions: fewer near-ties, long runs
     target = load_target(model=model, tokenizer=tokenizer, device="cpu")
+    head = oracle_head(target, layer, head_gain)
+    head.path = "oracle"
+    return target, head
+
+
+def oracle_head(target, layer, head_gain=1.0) -> EagleHead:
+    """A shifted head that outputs h_j = g*e_j + MLP(norm(e_j)) of `layer` (a target layer with zeroed attention
+    output): fc selects the token embedding (times head_gain), its attention output is zeroed and its MLP/norm
+    are the layer's."""
     head = EagleHead(head_config_from_target(target.config, "shifted", bias=True))
     H = target.hidden_size
     with torch.no_grad():
@@ -98,8 +107,7 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
         hl.self_attn.o_proj.weight.zero_()
         hl.mlp.load_state_dict(layer.mlp.state_dict())
         hl.post_attention_layernorm.weight.copy_(layer.input_layernorm.weight)
-    head.path = "oracle"
-    return target, head.eval()
+    return head.eval()
 
 
 @pytest.fixture(scope="session")

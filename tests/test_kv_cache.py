@@ -16,9 +16,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TinyTokenizer, tiny_llama
+from conftest import TinyTokenizer, oracle_head, tiny_llama
 from eagle_core.decoding.engine import DecodeConfig, EagleDecoder, new_kv_cache
-from eagle_core.model.head import EagleHead, head_config_from_target
 from eagle_core.model.target import load_target
 
 V = 16
@@ -43,19 +42,7 @@ def pair():
         model.model.norm.weight.fill_(1.0)
         model.model.embed_tokens.weight.mul_(3.0)
     target = load_target(model=model, tokenizer=TinyTokenizer(V), device="cpu")
-    head = EagleHead(head_config_from_target(target.config, "shifted", bias=True))
-    H = target.hidden_size
-    with torch.no_grad():
-        head.fc.weight.zero_()
-        head.fc.weight[:, :H] = torch.eye(H) * 3.0
-        head.fc.bias.zero_()
-        hl = head.layers[0]
-        for name in ("q_proj", "k_proj", "v_proj"):
-            getattr(hl.self_attn, name).weight.normal_(0, 0.02)
-        hl.self_attn.o_proj.weight.zero_()
-        hl.mlp.load_state_dict(l0.mlp.state_dict())
-        hl.post_attention_layernorm.weight.copy_(l0.input_layernorm.weight)
-    return target, head.eval()
+    return target, oracle_head(target, l0, head_gain=3.0)
 
 
 def fresh_prefill(target, tokens):
