@@ -17,7 +17,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 # the names tests and scripts reach through `app`
 from eagle_core.serving.loading import MODEL, Model, load_model, start_loading, tiny_target  # noqa: E402,F401
-from tabs.lens import race_divergence, race_sameness  # noqa: E402,F401
+from tabs.race import race_divergence, race_sameness  # noqa: E402,F401
 from tabs.page import CSS, build_demo, launch  # noqa: E402,F401
 
 

@@ -3,7 +3,6 @@
 Handlers take the session state and one Settings object (tabs/common.py) and return {component: value}."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
@@ -13,14 +12,14 @@ import views
 from eagle_core.serving import generation
 from eagle_core.serving.errors import Busy, Finished, UserError
 from eagle_core.serving.generation import MAX_PROMPT_CHARS, committed_tokens, ensure_decoder
-from eagle_core.serving.gpu import gpu
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.sessions import SESSIONS
-from eagle_core.serving.turns import CANCELLED, model_turn, one_turn, queue_note, release_turn
+from eagle_core.serving.turns import CANCELLED, model_turn, queue_note, release_turn
 from views.beats import beat_caption, beat_count, beat_figure
 
 from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, limit_slider, normalise, \
     unexpected
+from .race import RaceView
 
 STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
 BEAT_SECONDS = float(os.environ.get("EAGLE_LENS_BEAT_SECONDS", 1.6))
@@ -67,34 +66,6 @@ def control_states(shape, tree_kind) -> dict:
     chain, dynamic = shape == "Chain", str(tree_kind).startswith("dynamic")
     return dict(tree_kind=not chain, preset=not chain and not dynamic, depth=chain or dynamic,
                 top_k=dynamic and not chain, total_tokens=dynamic and not chain)
-
-
-@gpu
-def race_divergence(prompt: str, plain_tokens: list, eagle_tokens: list):
-    """Where the Race's two generations part and the target's logit margin there (one plain forward), with
-    the near-tie tolerance for the target's dtype: (divergence dict or None, eps)."""
-    from eagle_core.decoding.divergence import divergence, tie_eps_for
-    target, _ = MODEL.require()
-    return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(target.dtype)
-
-
-def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dict | None, eps: float) -> str:
-    """How the Race's two texts compare, named for what it is (a pure function of the tokens and divergence)."""
-    if list(plain_tokens) == list(eagle_tokens):
-        return "identical text (greedy: token for token)" if greedy else "identical text"
-    if not greedy:
-        return "different samples (T > 0: both are exact samples of the target; different random draws)"
-    if div is None:   # one is a prefix of the other
-        n, m = len(plain_tokens), len(eagle_tokens)
-        return (f"same tokens as far as both go; {'plain' if n > m else 'EAGLE'} has {abs(n - m)} more "
-                f"(one stopped earlier)")
-    shown = {k: div[k].replace("\n", "\\n") for k in ("plain_text", "eagle_text")}
-    head = f"texts part at token {div['index']}: plain “{shown['plain_text']}” vs EAGLE “{shown['eagle_text']}”, "
-    if div["margin"] <= eps:
-        return head + (f"a near-tie (logit margin {div['margin']:.4g} ≤ {eps:g}): plain and tree passes are "
-                       f"different kernels, so float rounding can flip a near-tie; not a sampling difference")
-    return head + (f"not a near-tie (logit margin {div['margin']:.4g} > {eps:g}): at T = 0 this is a real "
-                   f"mismatch, a bug in the verification")
 
 
 def paint(state, cycle=None, node=None) -> dict:
@@ -191,9 +162,7 @@ class LensTab:
             self.mask = gr.Plot(first["mask"], label="Tree attention mask")
         with gr.Accordion("Statistics and the Race", open=True):
             self.stats = gr.Plot(first["stats"], label="Statistics", elem_id="el-stats")
-            self.race_btn = gr.Button("Race: plain decoding vs EAGLE on this prompt", elem_id="el-race")
-            self.race_msg = gr.Markdown("")
-            self.race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race")
+            self.race_view = RaceView(self).build(st0)
 
     # ------------------------------------------------------------------------- rendering (views only)
     @property
@@ -390,44 +359,6 @@ class LensTab:
         state["beat"] = b
         return {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
 
-    # ------------------------------------------------------------------------- the Race
-    def on_race(self, state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new):
-        """Plain decoding, then EAGLE, of the same prompt, one cycle per model turn (other sessions interleave);
-        the speeds are the engine's own timings, which do not include the waits."""
-        msg = lambda text: {self.race_msg: text, self.state: state}   # noqa: E731
-        try:
-            s = Settings.of(prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new)
-            cfg = s.config()
-            prompt = generation.check_prompt(s.prompt)
-            MODEL.require()
-            lean = dataclasses.replace(cfg, record_topk=0)
-            waiting = lambda ahead, w: msg(queue_note(ahead, w))   # noqa: E731
-
-            def progress(which):
-                return lambda cycles: msg(f"⏳ Race: {which}, {cycles[-1].total_new_tokens} of "
-                                          f"{cfg.max_new_tokens} tokens…")
-            plain = yield from generation.decode_in_turns(dataclasses.replace(lean, draft="vanilla"), s.shift,
-                                                          prompt, waiting, progress("plain decoding"))
-            eagle = yield from generation.decode_in_turns(lean, s.shift, prompt, waiting, progress("EAGLE"))
-            state.update(plain=plain, race_eagle=eagle)
-            e, v = views.summary(eagle), views.summary(plain)
-            pt, et = [t for r in plain for t in r["new_tokens"]], [t for r in eagle for t in r["new_tokens"]]
-            greedy = cfg.temperature == 0
-            div, eps = (None, 0.0)
-            if greedy and pt != et:
-                with one_turn():
-                    div, eps = race_divergence(prompt, pt, et)
-            same = race_sameness(greedy, pt, et, div, eps)
-            yield {self.race: views.race_figure(eagle, plain), self.state: state,
-                   self.race_msg: f"Race: EAGLE {e['tokens_per_s']:.1f} tok/s vs plain {v['tokens_per_s']:.1f} "
-                                  f"tok/s (engine time); {e['forwards']} vs {v['forwards']} target passes; {same}."}
-        except (UserError, ValueError) as exc:
-            yield msg(f"❌ {exc}")
-        except GeneratorExit:
-            raise
-        except Exception as exc:
-            yield msg(f"❌ Race failed ({unexpected(exc)}).")
-
     # ------------------------------------------------------------------------- wiring
     def wire(self, demo, model_kw: dict):
         state, settings = self.state, self.settings
@@ -441,7 +372,7 @@ class LensTab:
         demo.load(self.on_controls, [self.shape, self.tree_kind], controls, queue=False, api_visibility="private")
         self.stop_btn.click(self.on_stop, [state], [self.status], api_name="stop", concurrency_limit=None)
         self.reset_btn.click(self.on_reset, [state], self.outs, api_name="reset", concurrency_limit=None).then(
-            lambda: (views.race_figure([], []), "", ""), None, [self.race, self.race_msg, self.input_note],
+            lambda: "", None, [self.input_note],
             api_visibility="private")
         self.cycle.input(self.on_view, [state, self.cycle], self.outs, api_name="view_cycle",
                          trigger_mode="always_last")
@@ -455,5 +386,4 @@ class LensTab:
                              api_name="beat_prev", concurrency_limit=None)
         self.beat_next.click(lambda s, c: self.on_beat(s, c, 1), [state, self.cycle], beat_outs,
                              api_name="beat_next", concurrency_limit=None)
-        self.race_btn.click(**norm).then(self.on_race, [state] + settings, [self.race, self.race_msg, state],
-                                         api_name="race", **model_kw)
+        self.race_view.wire(norm, model_kw)

@@ -93,8 +93,8 @@ def test_race_divergence_crosses_the_fork(stub, tiny_target, monkeypatch):
     model = app.Model()
     model.target, model.heads, model.status = tiny_target, {}, "ready"
     model.ready.set()
-    import tabs.lens
-    monkeypatch.setattr(tabs.lens, "MODEL", model)        # the Race's divergence reads the model the Lens tab uses
+    import tabs.race
+    monkeypatch.setattr(tabs.race, "MODEL", model)        # the Race's divergence reads the model its tab module uses
     div, eps = stub.GPU(duration=60)(app.race_divergence)(PROMPT, [5, 6, 7], [5, 9, 7])
     assert div["index"] == 1 and div["plain_token"] == 6 and div["eagle_token"] == 9
     assert div["margin"] >= 0 and isinstance(eps, float)
