@@ -1,5 +1,20 @@
 #!/usr/bin/env bash
 # The test suite (tiny random models, plus a few integration tests on the embedded SmolLM2-135M target).
-set -euo pipefail
+#   ./run_tests.sh            everything, as CI does: two phases (below)
+#   ./run_tests.sh ARGS...    one pytest run with ARGS (a file, -k, -m "not slow and not browser", ...)
+set -uo pipefail
 cd "$(dirname "$0")"
-exec .venv/bin/python -m pytest -q --durations=15 tests "$@"
+PYTEST=(.venv/bin/python -m pytest -q --durations=15)
+if [ $# -gt 0 ]; then
+  exec "${PYTEST[@]}" tests "$@"
+fi
+# Phase 1: the tests that share a machine well, on one worker per core (a file stays on one worker, so its module
+# fixtures load once; one torch thread per worker, as the app runs on a 2-core box). Phase 2: the ones that measure
+# the machine or drive a browser against a live server (marked serial / browser) run alone, after it.
+workers=$(.venv/bin/python -c "import os; print(max(1, min(4, os.cpu_count() or 1)))")
+OMP_NUM_THREADS=1 "${PYTEST[@]}" -n "$workers" --dist loadfile -m "not serial and not browser" tests
+rc1=$?
+"${PYTEST[@]}" -m "serial or browser" tests
+rc2=$?
+echo "phase 1 (parallel): exit $rc1; phase 2 (serial, browser): exit $rc2"
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]

@@ -121,12 +121,18 @@ def tiny_random_head(tiny_target):
 
 
 # ----------------------------------------------------------------------------- markers (pytest.ini registers them)
-# slow / browser / model (the embedded GGUF) / network (a package index or hub): each test file carries its own
+# slow / browser / model (the embedded GGUF) / network (a package index or hub) / serial (must not share the
+# machine with a parallel worker): each test file carries its own
 # (`pytestmark` or a decorator). This table marks, by file or file::test, only what is decided for files that
 # carry none of their own yet. `./run_tests.sh` (CI) runs all; `./run_tests.sh -m "not slow and not browser"` is
 # the fast loop.
 MARKS = {
     "test_app.py": ("slow",),   # whole-app runs through gradio_client (93 s in all)
+    # these compare a latency with a cycle measured in the same test: run alone, not beside a parallel worker
+    "test_app.py::test_a_step_answers_while_another_session_runs": ("serial",),
+    "test_app.py::test_stop_ends_a_run_within_a_cycle": ("serial",),
+    "test_app.py::test_stop_while_waiting_for_the_model": ("serial",),
+    "test_app.py::test_waiting_student_sees_the_queue": ("serial",),
 }
 
 

@@ -37,6 +37,7 @@ def test_summary_verdict_and_warning():
     assert not busy_before["quiet"] and "before the run" in machine_load.warning(busy_before)
 
 
+@pytest.mark.serial   # it measures the machine's idle cores: a parallel worker beside it is "competing" too
 @pytest.mark.skipif(not machine_load.exact(), reason="needs /proc/stat")
 def test_a_competing_process_is_measured():
     before = machine_load.measure_idle(0.5)

@@ -6,6 +6,7 @@ fixed seed and a chi-square test, for both ways of drafting children (sampled fr
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,10 @@ from eagle_core.decoding.tree import DraftTree
 from eagle_core.decoding.verify import accept_tree
 
 V = 6
+# draws per law test. Why not fewer: for the subtle bug of test_law_test_catches_a_subtle_breakage (a rejected child
+# left in q') the single-node test's chi-square non-centrality is 52 at 100k draws (power 0.999 at p < 1e-3), only
+# 21 at 40k (power 0.69), computed from the exact law of both rules over all ordered child draws
+N_DRAWS = 100_000
 
 
 def _dist(g, sharp=2.0):
@@ -38,7 +43,7 @@ def test_verify_children_single_node_exact(sampled):
     """One node, k children: the emitted token is distributed as p (multi-round / one-hot rule)."""
     g = torch.Generator().manual_seed(0)
     p, q = _dist(g), _dist(g, sharp=1.0)
-    n, k = 100_000, 3
+    n, k = N_DRAWS, 3
     counts = np.zeros(V)
     logq = q.log()
     topk = torch.topk(q, k).indices.tolist()
@@ -86,7 +91,7 @@ def test_accept_tree_two_levels_exact(sampled, restricted):
         allowed = {0, 2, 3, 5}
         q_root = _restrict(q_root, allowed)
         q_child = torch.stack([_restrict(q, allowed) for q in q_child])
-    n = 100_000
+    n = N_DRAWS
     counts = np.zeros((V, V))
     for _ in range(n):
         tree = _build_tree(sampled, q_root, q_child, g)
@@ -177,3 +182,24 @@ def test_zero_target_probability_is_never_kept():
         for _ in range(2000):
             pos, tests, _ = verify_children(p, q, [0, 3], sampled, g)
             assert pos is None and [t.accept_prob for t in tests] == [0.0, 0.0]
+
+
+def _keeps_rejected_child_in_q(p, q, children, sampled, generator):
+    """A breakage: the rejected child is not removed from q' (the multi-round rule without its removal step)."""
+    p, q = p.float().clone(), q.float().clone()
+    for pos, x in enumerate(children):
+        if float(torch.rand((), generator=generator)) < min(1.0, float(p[x] / q[x])):
+            return pos, [], p
+        residual = torch.clamp(p - q, min=0)
+        if residual.sum() > 0:
+            p = residual / residual.sum()
+    return None, [], p
+
+
+@pytest.mark.slow
+def test_law_test_catches_a_subtle_breakage(monkeypatch):
+    """Guard for N_DRAWS: the single-node law test, with its own draw count, fails when a rejected child stays in
+    q' (a bug that shifts no probability by more than a few points)."""
+    monkeypatch.setattr(sys.modules[__name__], "verify_children", _keeps_rejected_child_in_q)
+    with pytest.raises(AssertionError):
+        test_verify_children_single_node_exact(sampled=True)
