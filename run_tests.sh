@@ -6,6 +6,9 @@ set -uo pipefail
 cd "$(dirname "$0")"
 PYTEST=(.venv/bin/python -m pytest -q --durations=15)
 if [ $# -gt 0 ]; then
+  for a in "$@"; do   # a file or folder given: run just that (else the whole tests/ folder, filtered by -m / -k)
+    case "$a" in -*) ;; *) [ -e "${a%%::*}" ] && exec "${PYTEST[@]}" "$@" ;; esac
+  done
   exec "${PYTEST[@]}" tests "$@"
 fi
 # Phase 1: the tests that share a machine well, on one worker per core (a file stays on one worker, so its module

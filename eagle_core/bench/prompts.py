@@ -80,8 +80,9 @@ def load_prompts(spec: str, limit: int | None = None) -> list[dict]:
         items = humaneval_prompts()
     elif spec == "sharegpt-heldout":
         items = sharegpt_heldout_prompts()
-    else:
-        items = read_prompt_file(spec)
+    else:   # a shared set's file that this clone lacks (../shared/data/mt_bench_question.jsonl) is found or fetched
+        from .prompt_sets import resolve
+        items = read_prompt_file(resolve(spec))
     if limit is not None:
         items = items[:limit]
     if not items:

@@ -20,6 +20,7 @@ import sys
 from . import machine_load
 from .errors import BenchError
 from .methods import BASELINE, EAGLE_DRAFTS, method_head_shift, parse_methods
+from .prompt_sets import set_path
 from .prompts import load_prompts
 from .report import cycle_cost, format_table
 from .run import check_quiet, device_string, fail, quiet_libraries, run_bench
@@ -146,11 +147,11 @@ def _checked_inputs(args) -> tuple[list[str], list[str], dict]:
     if BASELINE not in methods:
         raise BenchError(f"the methods must include the baseline {BASELINE}")
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    if not os.path.isdir(args.data):
-        raise BenchError(f"no prompt-set folder {args.data!r}: the sets (<set>_question.jsonl, sources in "
-                         "docs/benchmarks.md) live in ../shared/data beside the repository; pass --data "
-                         "FOLDER, or run `python -m eagle_core.bench --prompts humaneval` (built in)")
-    prompts = {s: load_prompts(os.path.join(args.data, f"{s}_question.jsonl"), args.limit) for s in sets}
+    if not os.path.isdir(args.data) and args.data != DATA:
+        raise BenchError(f"no prompt-set folder {args.data!r}")
+    # without ../shared/data (a fresh clone elsewhere) each set comes from the user's cache or its public source
+    prompts = {s: load_prompts(os.path.join(args.data, f"{s}_question.jsonl") if os.path.isdir(args.data)
+                               else set_path(s), args.limit) for s in sets}
     if not os.path.isdir(args.out):
         raise BenchError(f"output folder {args.out!r} does not exist")
     return methods, sets, prompts
