@@ -11,7 +11,7 @@ from eagle_core.serving import generation
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.turns import model_turn, queue_note, release_turn
-from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure
+from views.walkthrough import STEPS, pick_cycle, step_markdown, step_settings, walk_figure
 
 from .ambiguity import _ambiguity
 from .common import DEFAULT_PRESET, SETTING_NAMES, TRACE, TRACES, Settings, unexpected
@@ -36,8 +36,17 @@ def trace_for(s: Settings) -> dict | None:
     return None
 
 
+RECORDED, LIVE, NOTHING = "Recorded run (this step's settings)", "Live run (decoded just now)", "No run yet"
+
+
+def recorded_label(t: dict) -> str:
+    return (f"Recorded on the real model ({t.get('target', '?')}, {t.get('recorded', '?')}) with this step's "
+            f"settings: not live. ")
+
+
 def select(i) -> tuple[str, object, str]:
-    """Step i's text, figure and note, from a recorded run of exactly its settings when there is one."""
+    """Step i's text, figure (labelled recorded or live) and note, from a recorded run of exactly its settings when
+    there is one."""
     i = int(i)
     view = STEPS[i]["view"]
     t = TRACE if view == "ambiguity" else trace_for(step_of(i))
@@ -46,7 +55,20 @@ def select(i) -> tuple[str, object, str]:
             "No recorded run with these settings: press “Show it live”."
     recs = t.get("race_records", t.get("records", [])) if view == "race" else t.get("records", [])
     fig, note = walk_figure(i, recs, t.get("plain_records"), t.get("ambiguity"))
-    return step_markdown(i, DEFAULT_PRESET), fig, "Recorded run (same settings). " + note
+    return step_markdown(i, DEFAULT_PRESET), fig, recorded_label(t) + note
+
+
+def figure_label(msg: str):
+    """The figure's label from the note beside it, which says what the figure shows: a recorded run, a live one,
+    or nothing yet (a progress or error note leaves the label as it is: the figure has not changed)."""
+    m = str(msg or "")
+    if m.startswith("Recorded"):
+        return RECORDED
+    if m.startswith("Live"):
+        return LIVE
+    if m.startswith("No recorded"):
+        return NOTHING
+    return None
 
 
 class WalkthroughTab:
@@ -60,15 +82,15 @@ class WalkthroughTab:
             with gr.Row():
                 with gr.Column(scale=2):
                     self.md = gr.Markdown(md0)
+                    self.msg = gr.Markdown(msg0, elem_id="el-walk-note")   # the figure in words, beside the text
                     with gr.Row():
                         self.prev = gr.Button("◀ Prev", elem_id="el-walk-prev")
                         self.next = gr.Button("Next ▶", elem_id="el-walk-next")
                     with gr.Row():
-                        self.live = gr.Button("Show it live", variant="primary")
-                        self.apply = gr.Button("Open these settings in the Lens tab")
-                    self.msg = gr.Markdown(msg0)
+                        self.live = gr.Button("Show it live", variant="primary", elem_id="el-walk-live")
+                        self.apply = gr.Button("Open these settings in the Lens tab", elem_id="el-walk-apply")
                 with gr.Column(scale=3):
-                    self.fig = gr.Plot(fig0, label="Live view")
+                    self.fig = gr.Plot(fig0, label=figure_label(msg0) or NOTHING, elem_id="el-walk-fig")
         return self
 
     def on_select(self, i) -> dict:
@@ -93,7 +115,8 @@ class WalkthroughTab:
                     rec = _ambiguity("How can I", 4)
                 finally:
                     release_turn(ticket)
-                yield {self.fig: views.ambiguity_figure(rec), self.msg: "Live."}
+                fig, note = walk_figure(i, [], None, rec)
+                yield {self.fig: fig, self.msg: f"Live: computed just now. {note}"}
                 return
             cfg = s.config()
             lean = dataclasses.replace(cfg, record_topk=0) if view == "race" else cfg
@@ -111,14 +134,36 @@ class WalkthroughTab:
         except Exception as exc:
             yield msg(f"❌ Failed ({unexpected(exc)}).")
 
-    def on_apply(self, i) -> dict:
+    def on_apply(self, state, i, request: gr.Request = None):
+        """The step's settings into the Lens tab, which at once shows a cycle decoded with them: the step's own
+        recorded cycle when a recorded run has exactly these settings (no model work), else a live Step (the
+        prefill and one cycle)."""
+        i = int(i)
         s = step_of(i)
-        return {getattr(self.lens, n): getattr(s, n) for n in SETTING_NAMES} | {
+        out = {getattr(self.lens, n): getattr(s, n) for n in SETTING_NAMES} | {
             self.tabs_ref[0]: gr.Tabs(selected="lens")}
+        t = trace_for(s)
+        name = STEPS[i]["title"].split(".")[0]
+        if t and t.get("records"):
+            recs = t["records"]
+            rec, node, _ = pick_cycle(i, recs)
+            c = recs.index(rec) if rec is not None else len(recs) - 1
+            state = dict(state or {})
+            state.update(records=recs, prompt=t.get("prompt", s.prompt), source="trace", seen=None)
+            yield out | self.lens.render(state, c, node, status=(
+                f"Step {name}'s settings, with its recorded run (cycle {recs[c]['cycle']}, the walkthrough's "
+                f"figure). Step or Run decodes them live."))
+            return
+        yield out | {self.lens.status: f"Step {name}'s settings: decoding one cycle with them…"}
+        for _ in range(2):   # the prefill, then one drafting cycle
+            yield from self.lens.decode(state, s, request, run=False)
 
     def wire(self, model_kw: dict):
         self.step.change(self.on_select, [self.step], [self.md, self.fig, self.msg], api_name="walk_select")
         self.live.click(self.on_live, [self.step], [self.fig, self.msg], api_name="walk_live", **model_kw)
-        self.apply.click(self.on_apply, [self.step], self.lens.settings + [self.tabs_ref[0]], api_name="walk_apply")
+        self.apply.click(self.on_apply, [self.lens.state, self.step], self.lens.settings + [self.tabs_ref[0]]
+                         + self.lens.outs, api_name="walk_apply", **model_kw)
+        self.msg.change(lambda m: gr.update(label=figure_label(m)) if figure_label(m) else gr.update(), [self.msg],
+                        [self.fig], queue=False, show_progress="hidden", api_visibility="private")
         self.prev.click(lambda i: self.on_move(i, -1), [self.step], [self.step], api_visibility="private")
         self.next.click(lambda i: self.on_move(i, 1), [self.step], [self.step], api_visibility="private")

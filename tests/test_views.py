@@ -339,3 +339,60 @@ def test_special_tokens_stay_off_the_axes():
     fig = probs_figure(rec, 3)
     axes = [x for t in fig.data for x in (t.x or [])]
     assert not any("<|" in str(x) or "repo_name" in str(x) for x in axes)
+
+
+# ----------------------------------------------------------------------------- the walkthrough shows what it says
+def _trace(name):
+    import os
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets",
+                           f"trace_{name}.json")) as f:
+        return json.load(f)
+
+
+def test_step_seven_shows_a_typical_rejection_and_says_its_probabilities():
+    """Step 7 (T > 0) picks a cycle whose rejected draft was more likely rejected than kept and whose correction is
+    the leftover p′'s likeliest token (the recorded run once showed a 3.8% draw beside a 96% bar), and its note
+    gives the draw's probability; the correction's colour has a legend entry."""
+    from views.common import CORRECTION
+    from views.walkthrough import STEPS, correction_draw, is_typical_rejection, pick_cycle, walk_figure
+    seven = next(i for i, s in enumerate(STEPS) if s["title"].startswith("7."))
+    recs = _trace("temperature")["records"]
+    rec, node, note = pick_cycle(seven, recs)
+    assert is_typical_rejection(rec)
+    drawn, top = correction_draw(rec)
+    assert drawn == top["prob"] and f"{100 * drawn:.1f}%" in note
+    n = next(x for x in rec["nodes"] if x["index"] == node)
+    assert n["accept_prob"] < 0.5 and f"{100 * (1 - n['accept_prob']):.1f}%" in note
+    fig, _ = walk_figure(seven, recs)
+    legend = [t for t in fig.data if t.showlegend is not False]
+    assert any(t.marker.color == CORRECTION for t in legend), "the orange bar's colour is in the legend"
+    # an unlikely draw is said to be one
+    odd = dict(rec, residual_topk=[dict(token_id=rec["bonus_token"], text="x", prob=0.04),
+                                   dict(token_id=-5, text="y", prob=0.96)])
+    assert not is_typical_rejection(odd) and "unlikely draw" in pick_cycle(seven, [odd])[2]
+
+
+def test_step_five_has_its_bars_and_measures_the_move():
+    """Step 5 shows the next-token bars it talks about (target, shifted, unshifted per branch) beside the feature
+    plane, and its note gives the measured share of the distance each shifted guess closes, not "to its branch"."""
+    from views.walkthrough import STEPS, walk_figure
+    five = next(i for i, s in enumerate(STEPS) if s["title"].startswith("5."))
+    amb = _trace("default")["ambiguity"]
+    fig, note = walk_figure(five, [], None, amb)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 3 * len(amb["branches"])
+    assert {t.name for t in bars} >= {"shifted guess drafts", "target's real next token"}
+    b = amb["branches"][0]
+    assert f"{100 * (1 - b['dist_shifted'] / b['dist_unshifted']):.0f}%" in note and "partial move" in note
+    assert "moves to its own branch" not in STEPS[five]["text"] and "bars" in STEPS[five]["text"]
+
+
+def test_step_two_tells_faint_from_not_reached():
+    """Step 2's text tells a pale (unsure) box from a grey not-reached one, and it shows a cycle that has all three
+    kinds, named with their counts and the palest guess's q."""
+    from views.walkthrough import STEPS, pick_cycle
+    two = next(i for i, s in enumerate(STEPS) if s["title"].startswith("2."))
+    assert "not reached" in STEPS[two]["text"] and "Faint nodes are guesses" not in STEPS[two]["text"]
+    rec, _, note = pick_cycle(two, _trace("default")["records"])
+    assert {n["status"] for n in rec["nodes"]} >= {"accepted", "rejected", "not_reached"}
+    assert "✗ rejected" in note and "· not reached" in note and "q = " in note

@@ -141,3 +141,96 @@ def ambiguity_html(rec) -> str:
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
             "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th>"
             "<th>shifted prediction nearest to</th></tr>" + rows + "</table>")
+
+
+def ambiguity_moves(rec) -> dict:
+    """What the figure of the walkthrough's step 5 shows, measured from the record (full feature space, not the
+    2-D plane): per branch, the share of the unshifted guess's distance to the branch's real feature that the
+    shifted guess closes (1 - d_shifted / d_unshifted), whether the shifted guess lies nearest its own branch, and
+    what each guess gives the target's favourite next token."""
+    rec = as_dict(rec) or {}
+    out = []
+    for i, b in enumerate(rec.get("branches") or []):
+        du, ds = b["dist_unshifted"], b["dist_shifted"]
+        top = max(range(len(b["vocab"])), key=lambda k: b["vocab"][k]["prob"]) if b.get("vocab") else None
+        out.append(dict(text=b["text"], p=b["p"], closed=1 - ds / du if du > 0 else 0.0, d_shifted=ds,
+                        d_unshifted=du, own=b.get("nearest_branch", -1) == i,
+                        next_text=b["vocab"][top]["text"] if top is not None else None,
+                        next_p=b["vocab"][top]["prob"] if top is not None else None,
+                        next_shifted=b["vocab_shifted"][top] if top is not None else None,
+                        next_unshifted=b["vocab_unshifted"][top] if top is not None else None))
+    return {"branches": out, "mean_shifted": rec.get("mean_dist_shifted"),
+            "mean_unshifted": rec.get("mean_dist_unshifted")}
+
+
+def ambiguity_walk_figure(rec, k: int = 4, plane_height: int = 330, bars_height: int = 210) -> go.Figure:
+    """The walkthrough's step 5 in one figure: the feature plane (top: the unshifted head's one guess, an arrow to
+    each shifted guess, a dotted line from it to its branch's real feature) and, per branch, the next-token bars
+    of the target, the shifted guess and the unshifted guess (the target's `k` likeliest next tokens)."""
+    rec = as_dict(rec)
+    if not rec:
+        return empty_figure("Press “Show it live”")
+    brs = rec["branches"]
+    cols = 2 if len(brs) > 1 else 1
+    rows_b = (len(brs) + cols - 1) // cols
+    specs = [[{"colspan": cols}] + [None] * (cols - 1)] + [[{} for _ in range(cols)] for _ in range(rows_b)]
+    last = esc(show_token(rec["last_token"]))
+    titles = ["Where each head's guess lands (the features, PCA)"] + [
+        f"after “…{esc(rec['prefix'][-12:])}<b>{esc(b['text'])}</b>” (p = {pct(b['p'])})" for b in brs]
+    height = plane_height + bars_height * rows_b + 170
+    fig = make_subplots(rows=1 + rows_b, cols=cols, specs=specs, subplot_titles=titles,
+                        row_heights=[plane_height] + [bars_height] * rows_b,
+                        vertical_spacing=min(0.09, 0.5 / (1 + rows_b)), horizontal_spacing=0.1)
+    ux, uy = rec["unshifted_xy"]
+    for b, br in enumerate(brs):
+        c = BRANCH_COLOURS[b % len(BRANCH_COLOURS)]
+        (rx, ry), (sx, sy) = br["real_xy"], br["shifted_xy"]
+        tok = esc(show_token(br["text"]))
+        fig.add_trace(go.Scatter(x=[sx, rx], y=[sy, ry], mode="lines", line=dict(color=c, width=1.5, dash="dot"),
+                                 hoverinfo="skip", showlegend=False), row=1, col=1)
+        fig.add_annotation(x=sx, y=sy, ax=ux, ay=uy, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
+                           arrowhead=2, arrowsize=1.2, arrowwidth=2, arrowcolor=c, text="")
+        fig.add_trace(go.Scatter(x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"],
+                                 textposition="top center" if ry >= uy else "bottom center", textfont=dict(color=c),
+                                 marker=dict(size=16, color=c, line=dict(color="white", width=2)),
+                                 name="real feature after the branch token", legendgroup="real",
+                                 showlegend=b == 0, hovertext=[f"real feature after “{tok}”"], hoverinfo="text"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=[sx], y=[sy], mode="markers",
+                                 marker=dict(size=14, color=c, symbol="diamond-open", line=dict(width=3)),
+                                 name="shifted head's guess (knows the token)", legendgroup="sh",
+                                 showlegend=b == 0, hoverinfo="text",
+                                 hovertext=[f"shifted guess for “{tok}”: distance {br['dist_shifted']:.1f} "
+                                            f"(unshifted {br['dist_unshifted']:.1f})"]), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[ux], y=[uy], mode="markers", marker=dict(size=18, color=UNSHIFTED, symbol="x"),
+                             name=f"unshifted head's one guess, from (f_{last}, e({last}))", hoverinfo="name"),
+                  row=1, col=1)
+    # not to scale: the plane only places the guesses; the distances the text gives are the full-dimensional ones
+    fig.update_yaxes(row=1, col=1, gridcolor="#eee", zeroline=False, showticklabels=False)
+    fig.update_xaxes(row=1, col=1, gridcolor="#eee", zeroline=False, showticklabels=False)
+    series = [("target's real next token", TARGET_P, "", lambda b, t: b["vocab"][t]["prob"]),
+              ("shifted guess drafts", DRAFT_Q, "/", lambda b, t: b["vocab_shifted"][t]),
+              ("unshifted guess drafts (the same for every branch)", "#555555", ".",
+               lambda b, t: b["vocab_unshifted"][t])]
+    top = 0.0
+    for b, br in enumerate(brs):
+        order = sorted(range(len(br["vocab"])), key=lambda t: -br["vocab"][t]["prob"])[:k]
+        xs = [show_token(br["vocab"][t]["text"]) for t in order]
+        r, c = 2 + b // cols, 1 + b % cols
+        for name, colour, pattern, get in series:
+            ys = [get(br, t) for t in order]
+            top = max([top] + ys)
+            fig.add_trace(go.Bar(x=xs, y=ys, name=name, legendgroup=name, showlegend=b == 0,
+                                 marker=dict(color=colour, pattern_shape=pattern),
+                                 hovertext=[f"{esc(x)}: {pct(y)}" for x, y in zip(xs, ys)], hoverinfo="text"),
+                          row=r, col=c)
+    for b in range(len(brs)):
+        fig.update_yaxes(range=[0, min(1.0, top * 1.12)], tickformat=".0%", gridcolor="#eee", row=2 + b // cols,
+                         col=1 + b % cols)
+    fig.update_layout(barmode="group", bargap=0.25)
+    base_layout(fig, None, height=height,
+                legend=dict(orientation="h", yanchor="top", y=-0.04, x=0, font=dict(size=14)))
+    fig.update_layout(margin=dict(l=50, r=20, t=40, b=20))
+    for b, a in enumerate(fig.layout.annotations[:len(titles)]):
+        a.font = dict(size=15, color=BRANCH_COLOURS[(b - 1) % len(BRANCH_COLOURS)] if b else "#222")
+    return fig

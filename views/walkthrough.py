@@ -6,7 +6,9 @@ from .mask import mask_figure
 from .probs import probs_figure
 from .stats import race_figure
 from .tree import tree_figure
-from .ambiguity import ambiguity_figure
+from .ambiguity import ambiguity_moves, ambiguity_walk_figure
+from .common import CORRECTION, esc, pct, show_token
+from .rules import rule_sentence
 
 # preset keys follow the app's controls; `view` names the figure shown beside the text
 # preset "default" = the device's default static tree: the live view and "Open these settings" use the same
@@ -24,7 +26,10 @@ STEPS = [
     dict(title="2. The draft tree",
          text="EAGLE adds a tiny draft head (one transformer layer) that guesses the next few tokens cheaply. "
               "It does not guess one sequence but a tree of alternatives: the root is the last token already "
-              "written, each branch is a possible continuation. Faint nodes are guesses the head was unsure of.",
+              "written, each branch is a possible continuation. The glyph in each box says what the check did: "
+              "✓ kept (green), ✗ rejected (red-orange), · not reached (grey: its parent was not kept, so it was "
+              "never checked). Within the ✗ and · boxes a paler fill is a guess the head was less sure of (a lower "
+              "draft probability q; hover a node for its q).",
          view="tree", preset=dict()),
     dict(title="3. One pass checks the whole tree",
          text="The big model reads every drafted token in a single forward pass. A tree attention mask makes "
@@ -40,10 +45,11 @@ STEPS = [
          view="probs", preset=dict()),
     dict(title="5. Feature uncertainty and the shifted token",
          text="The head predicts the target's internal feature, not just a token. But after “How can I” the "
-              "feature depends on which word was sampled next: “use”, “make”, “get”... A head that does not "
-              "know the sampled word must average over them and lands between the branches. EAGLE feeds the "
-              "sampled token to the head (shifted by one), and each prediction moves to its own branch: "
-              "compare the next-token bars of the shifted and unshifted guesses.",
+              "feature depends on which word is sampled next (“use”, “create”, “make”…), and a head that does not "
+              "know that word (unshifted, ✕) makes one guess for all of them, between the branches. EAGLE feeds "
+              "the sampled token to the head (shifted by one), so each guess (◇) moves toward its own branch's "
+              "real feature (●): the arrows in the plane; the note under this text measures how far. The bars "
+              "compare what each guess drafts next with what the target really says next.",
          view="ambiguity", preset=dict()),
     dict(title="6. Tree vs chain",
          text="A chain drafts a single guess per step: one miss early and the rest is wasted. A tree keeps "
@@ -104,6 +110,73 @@ def _correction_node(rec):
     return max(rej, key=lambda n: n.get("test_rank") or 0)["index"] if rej else None
 
 
+def correction_draw(rec) -> tuple[float | None, dict | None]:
+    """(the probability the leftover p′ gave the correction that was drawn, the leftover's likeliest token) from the
+    cycle's recorded residual top-k; (None, top) when the drawn token is below the recorded top-k."""
+    res = rec.get("residual_topk") or []
+    top = max(res, key=lambda t: t["prob"]) if res else None
+    drawn = next((t["prob"] for t in res if t["token_id"] == rec["bonus_token"]), None)
+    return drawn, top
+
+
+def is_typical_rejection(rec) -> bool:
+    """A rejection a class may take as the usual case: the shown draft was more likely rejected than kept (its
+    acceptance probability under 50%), and the correction is the leftover p′'s likeliest token, not a rare draw."""
+    node = _correction_node(rec)
+    if node is None:
+        return False
+    n = next(x for x in rec["nodes"] if x["index"] == node)
+    drawn, top = correction_draw(rec)
+    return (n.get("accept_prob") is not None and n["accept_prob"] < 0.5 and drawn is not None
+            and top is not None and drawn >= top["prob"])
+
+
+def rejection_rank(rec) -> tuple:
+    """Step 7's preference: a typical rejection first, then one after an accepted token (the path panel shows
+    something), one the coin decided (0 < acceptance probability: the ratio test is visibly at work), the longer
+    accepted path, the likelier correction, the earlier cycle."""
+    node = next(x for x in rec["nodes"] if x["index"] == _correction_node(rec))
+    a = node.get("accept_prob") or 0.0
+    drawn, _ = correction_draw(rec)
+    return (is_typical_rejection(rec), rec["accept_length"] > 0, 0 < a < 1, rec["accept_length"], drawn or 0.0,
+            -rec["cycle"])
+
+
+def rejection_note(rec) -> str:
+    """Step 7's figure in words, with the probabilities it shows: the rejected draft's test and the draw."""
+    node = next(x for x in rec["nodes"] if x["index"] == _correction_node(rec))
+    a = node.get("accept_prob")
+    drawn, top = correction_draw(rec)
+    tok = lambda t: esc(show_token(t, 20))   # noqa: E731
+    test = rule_sentence(node, True, html=False)
+    out = (f"Cycle {rec['cycle']}: the drafted “{tok(node['text'])}” was {test}" +
+           (f", so it was rejected with probability {pct(1 - a)}. " if a is not None else ", and rejected. ") +
+           f"The correction “{tok(rec['bonus_text'])}” was then drawn from the leftover p′ = max(0, p′ − q′), "
+           f"renormalised")
+    if drawn is None:
+        return out + " (below the recorded top tokens of p′: an unusual draw)."
+    out += f", which gave it {pct(drawn)}"
+    if top is not None and drawn >= top["prob"]:
+        return out + " (its likeliest token): the orange ★ bar on the right."
+    return out + (f": an unlikely draw (p′'s likeliest token, “{tok(top['text'])}”, had {pct(top['prob'])}), the "
+                  f"orange ★ bar on the right.")
+
+
+def tree_note(rec) -> str:
+    """Step 2's figure in words: how many boxes of each kind, and the palest (least sure) guess with its q."""
+    drafted = [n for n in rec["nodes"] if n["parent"] >= 0]
+    count = {k: sum(n["status"] == k for n in drafted) for k in ("accepted", "rejected", "not_reached")}
+    out = (f"Cycle {rec['cycle']}: {count['accepted']} ✓ kept, {count['rejected']} ✗ rejected, "
+           f"{count['not_reached']} · not reached (grey).")
+    unsure = [n for n in drafted if n["status"] != "accepted"]
+    if unsure:
+        low, high = min(unsure, key=lambda n: n["q"]), max(unsure, key=lambda n: n["q"])
+        if low is not high:
+            out += (f" The palest of them, “{esc(show_token(low['text'], 16))}”, had q = {pct(low['q'])}; the "
+                    f"strongest, “{esc(show_token(high['text'], 16))}”, q = {pct(high['q'])}.")
+    return out
+
+
 def pick_cycle(i: int, recs: list) -> tuple[dict | None, int | None, str]:
     """(cycle record, node to show, note) that illustrates step i, from a live or recorded run; the note says
     when no cycle of this run shows the point."""
@@ -125,11 +198,14 @@ def pick_cycle(i: int, recs: list) -> tuple[dict | None, int | None, str]:
         good = [r for r in cyc if r.get("bonus_kind") == "correction" and _correction_node(r) is not None
                 and r.get("bonus_from", "residual_ratio") == "residual_ratio"]
         if good:
-            r = max(good, key=lambda r: (r["accept_length"], -r["cycle"]))
-            return r, _correction_node(r), (f"Cycle {r['cycle']}: a sampled draft was rejected by min(1, p′/q′) and "
-                                            f"the correction was drawn from the residual.")
+            r = max(good, key=lambda r: rejection_rank(r))
+            return r, _correction_node(r), rejection_note(r)
         return max(cyc, key=lambda r: r["accept_length"]), None, (
             "No sampled rejection in this run; “Show it live” decodes it again.")
+    if title.startswith("2."):
+        kinds = lambda r: {n["status"] for n in r["nodes"]} >= {"accepted", "rejected", "not_reached"}  # noqa: E731
+        r = max(cyc, key=lambda r: (kinds(r), r["accept_length"], len(r["nodes"]), -r["cycle"]))
+        return r, None, tree_note(r)
     if view == "probs":
         with_rej = [r for r in cyc if r.get("bonus_kind") == "correction" and r["accept_length"]]
         r = max(with_rej or cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
@@ -144,10 +220,53 @@ def walk_figure(i, recs, plain=None, amb=None):
     if view == "race":
         return race_figure(recs, plain or []), ""
     if view == "ambiguity":
-        return (ambiguity_figure(amb) if amb else empty_figure("press Show it live")), ""
+        return (ambiguity_walk_figure(amb), ambiguity_note(amb)) if amb else (empty_figure("press Show it live"), "")
     rec, node, note = pick_cycle(i, recs or [])
     if rec is None:
         return empty_figure("press Show it live"), ""
     if view == "probs":
-        return probs_figure(rec, node), note
+        return with_draw_legend(probs_figure(rec, node), rec), note
     return {"tree": tree_figure, "mask": mask_figure}[view](rec), note
+
+
+def with_draw_legend(fig, rec):
+    """The bonus/correction bar's own colour in the legend: the probability figure colours the drawn token's bar
+    (★) orange for a correction, sky blue for a bonus, a colour its legend otherwise does not show."""
+    from .common import BONUS
+    import plotly.graph_objects as go
+    from .rules import source_legend
+    kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
+    colour = CORRECTION if kind == "correction" else BONUS
+    for t in fig.data:   # the right panel's bars: their legend swatch took whichever bar came first
+        if t.type == "bar" and t.xaxis == "x3":
+            t.showlegend = False
+    fig.add_trace(go.Bar(x=[None], y=[None], marker=dict(color="#c8c8c8", pattern_shape="."), hoverinfo="skip",
+                         xaxis="x3", yaxis="y3", name=source_legend(rec)))
+    fig.add_trace(go.Bar(x=[None], y=[None], marker_color=colour, hoverinfo="skip", xaxis="x3", yaxis="y3",
+                         name=f"★ the {kind} drawn from it"))
+    return fig
+
+
+def ambiguity_note(amb) -> str:
+    """Step 5's figure in words, measured from the record: how far each shifted guess moves toward its branch's
+    real feature (in the full feature space) and what the bars show about the target's favourite next token."""
+    m = ambiguity_moves(amb)
+    brs = m["branches"]
+    if not brs:
+        return ""
+    tok = lambda t: esc(show_token(t, 16))   # noqa: E731
+    moves = ", ".join(f"{100 * b['closed']:.0f}% (“{tok(b['text'])}”)" for b in brs)
+    own = sum(b["own"] for b in brs)
+    out = [f"Measured in the full feature space: knowing the sampled token closes {moves} of the unshifted guess's "
+           f"distance to each branch's real feature (mean distance {m['mean_unshifted']:.1f} → "
+           f"{m['mean_shifted']:.1f}): a partial move, not all the way; {own} of {len(brs)} shifted guesses lie "
+           f"nearer their own branch than any other."]
+    bars = [b for b in brs if b["next_p"] is not None]
+    if bars:
+        best = max(bars, key=lambda b: b["next_shifted"] - b["next_unshifted"])
+        more = sum(b["next_shifted"] > b["next_unshifted"] for b in bars)
+        out.append(f"In the bars, after “{tok(best['text'])}” the target says “{tok(best['next_text'])}” next with "
+                   f"{pct(best['next_p'])}: the shifted guess drafts it with {pct(best['next_shifted'])}, the "
+                   f"unshifted one with {pct(best['next_unshifted'])}; the shifted guess gives the target's "
+                   f"favourite next token more probability after {more} of {len(bars)} branches.")
+    return " ".join(out)
