@@ -78,6 +78,15 @@ class Settings:
 SETTING_NAMES = [f.name for f in dataclasses.fields(Settings)]
 
 
+def clamp_note(name: str, x, shown=None) -> tuple[object, str]:
+    """(the value brought inside the table's limits, the sentence saying what changed, "" when nothing did)."""
+    lim = LIMITS[name]
+    if lim.lo <= x <= lim.hi:
+        return x, ""
+    y = lim.kind(min(lim.hi, max(lim.lo, x)))
+    return y, f"{lim.label} {x if shown is None else shown} is outside {lim.lo:g}–{lim.hi:g}: using {y}."
+
+
 def normalise(s: Settings) -> tuple[Settings, str]:
     """Before Step / Run / Race: values outside their limits are brought inside, an over-long prompt is cut, and
     the note says what was changed; the controls then show the values actually used."""
@@ -94,11 +103,10 @@ def normalise(s: Settings) -> tuple[Settings, str]:
         if name == "seed" and x < 0:
             notes.append(f"Seed {x} is negative: using {-x}.")
             x = -x
-        if not lim.lo <= x <= lim.hi:
-            y = lim.kind(min(lim.hi, max(lim.lo, x)))
-            notes.append(f"{lim.label} {v} is outside {lim.lo:g}–{lim.hi:g}: using {y}.")
-            x = y
-        setattr(out, name, x)
+        y, note = clamp_note(name, x, v)
+        if note:
+            notes.append(note)
+        setattr(out, name, y)
     p = s.prompt if isinstance(s.prompt, str) else ""
     if len(p) > MAX_PROMPT_CHARS:
         notes.append(f"The prompt had {len(p):,} characters; the first {MAX_PROMPT_CHARS:,} are used (the box now "
@@ -111,10 +119,45 @@ def normalise(s: Settings) -> tuple[Settings, str]:
     return out, ("ℹ️ " + " ".join(notes)) if notes else ""
 
 
+def lenient_preprocess(slider: gr.Slider):
+    """gradio's slider refuses a number outside its range with its own bare error ("Value 5 is greater than maximum
+    value 2."); a limit slider passes it on to the handler instead, which brings it inside the limits and says so
+    (or, through the API, answers with the table's message). Set on the instance: a gr.Slider subclass would make
+    gradio write a .pyi stub beside this module."""
+    def preprocess(payload):
+        if payload is None:
+            return None
+        try:
+            return gr.Number.round_to_precision(payload, slider.precision)
+        except (TypeError, ValueError):
+            return payload
+    slider.preprocess = preprocess
+    slider.el_limit = True
+    return slider
+
+
+def slider_note(name: str, info: str | None):
+    """The handler of a limit slider's `input` event: a number typed into its box beyond the range is clamped by
+    the browser when the box loses focus, silently; this says so under the slider's label at once (and clears
+    the note when an in-range value is typed or dragged)."""
+    def note(value):
+        try:
+            x = LIMITS[name].kind(float(value))
+        except (TypeError, ValueError):
+            return gr.update(info=info)
+        _, text = clamp_note(name, x, value)
+        return gr.update(info=f"⚠️ {text}" if text else info)
+    return note
+
+
 def limit_slider(name: str, value, step=1, label: str | None = None, **kw) -> gr.Slider:
-    """A slider whose range is the table's (decoding/limits.py)."""
+    """A slider whose range is the table's (decoding/limits.py); a value typed beyond the range is reported under
+    its label (what the browser changed it to) and, through the API, answered by the handler's message."""
     lim = LIMITS[name]
-    return gr.Slider(lim.lo, lim.hi, value=value, step=step, label=label or lim.label, **kw)
+    sl = lenient_preprocess(gr.Slider(lim.lo, lim.hi, value=value, step=step, label=label or lim.label, **kw))
+    sl.input(slider_note(name, kw.get("info")), [sl], [sl], queue=False, show_progress="hidden",
+             trigger_mode="always_last", api_visibility="private")
+    return sl
 
 
 def brief(exc) -> str:

@@ -117,12 +117,33 @@ def test_bad_inputs_give_messages(client, prompt, kw, msg):
     assert not ok[8].startswith("❌")
 
 
-def test_out_of_range_slider_is_refused_by_the_component(client):
-    """A slider value outside its range never reaches the handler: gradio answers with the bound, no trace."""
-    from gradio_client.exceptions import AppError
-    with pytest.raises(AppError, match="less than minimum value 1"):
-        step(client, max_new=0)
+def test_out_of_range_slider_is_answered_by_the_handler(client):
+    """A slider value outside its range reaches the handler (not gradio's bare "less than minimum value" error),
+    which names the setting and its limits in the status; nothing is changed behind the caller's back."""
+    for kw, msg in ((dict(max_new=0), "Max new tokens must be between 1 and 512 (got 0)"),
+                    (dict(max_new=99999), "Max new tokens must be between 1 and 512 (got 99999)"),
+                    (dict(temperature=5), "Temperature must be between 0 and 2 (got 5")):
+        out = step(client, **kw)
+        assert out[8].startswith("❌") and msg in out[8], out[8]
     assert not step(client)[8].startswith("❌")
+
+
+def test_a_clamped_slider_says_what_it_changed():
+    """A number typed beyond a slider's range is clamped by the browser when the box loses focus; the slider's
+    input handler says so under its label at once, with the value used (and the same sentence as the Step's
+    note), and an in-range value clears it."""
+    from tabs.common import slider_note
+    assert slider_note("temperature", None)(5)["info"] == "⚠️ Temperature 5 is outside 0–2: using 2.0."
+    assert "using 1." in slider_note("max_new_tokens", None)(0)["info"]
+    assert "Max new tokens 99999 is outside 1–512: using 512." in slider_note("max_new_tokens", None)(99999)["info"]
+    assert slider_note("max_new_tokens", "tip")(64)["info"] == "tip"
+    demo = app.build_demo()
+    sliders = [b for b in demo.blocks.values() if getattr(b, "el_limit", False)]
+    labels = {b.label for b in sliders}
+    assert {"Temperature (0 = greedy)", "Max new tokens"} <= labels
+    assert all(b.preprocess(5000) == 5000 for b in sliders)   # passed on to the handler, not refused
+    inputs = {d.targets[0][0] for d in demo.fns.values() if d.targets and d.targets[0][1] == "input"}
+    assert all(b._id in inputs for b in sliders), "every limit slider reports a clamp as it is typed"
 
 
 def test_out_of_order_buttons_and_reset(client):
@@ -239,6 +260,31 @@ def test_walkthrough_settings_open_in_lens(client):
     assert out[5] == "Tree" and out[7] == DEFAULT_PRESET   # step 6 shows a tree cycle; Lens gets the same tree
     md, fig, msg = client.predict(STEPS[5]["title"], api_name="/walk_select")
     assert DEFAULT_PRESET in md                             # the settings named are those used
+
+
+def test_open_these_settings_shows_a_cycle_at_those_settings(client):
+    """Step 7's "Open these settings" leaves no T = 0 run on screen: the Lens tab shows, at once, the cycle the
+    step's figure showed, from the recorded run decoded with exactly those settings, and says so."""
+    from views.walkthrough import STEPS
+    out = client.predict(STEPS[6]["title"], api_name="/walk_apply")
+    assert out[2] == 0.8                                    # temperature
+    plots = [plot(o) for o in out if isinstance(o, dict) and "plot" in o]
+    titles = [p["layout"].get("title", {}).get("text") or "" for p in plots]
+    assert any(t.startswith("Cycle 24:") for t in titles), titles     # the step's cycle, in the Lens tree
+    status = next(o for o in out if isinstance(o, str) and "Step 7's settings" in o)
+    assert "recorded run (cycle 24" in status and "Step or Run decodes them live" in status
+
+
+def test_walkthrough_figure_is_labelled_recorded_or_live():
+    """The figure's label says what it shows (a recorded run, a live one, nothing yet), never "Live view" above a
+    recording."""
+    from tabs.walkthrough import LIVE, NOTHING, RECORDED, figure_label, select
+    assert figure_label(select(1)[2]) == RECORDED and select(1)[2].startswith("Recorded")
+    assert figure_label("Live: 3 cycles") == LIVE and figure_label("No recorded run") == NOTHING
+    assert figure_label("⏳ Decoding live: 5 tokens…") is None          # a progress note leaves the label alone
+    demo = app.build_demo()
+    fig = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "el-walk-fig")
+    assert fig.label == RECORDED
 
 
 # ----------------------------------------------------------------------------- a classroom on one machine
