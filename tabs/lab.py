@@ -9,7 +9,8 @@ import gradio as gr
 import views
 import views.lab as vl
 from eagle_core.decoding.engine import default_config
-from eagle_core.lab.measure import lab_plan
+from eagle_core.lab.measure import chain_heads, lab_plan
+from eagle_core.lab.names import prompt_texts
 from eagle_core.serving import generation
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.loading import MODEL, lab_heads
@@ -18,6 +19,7 @@ from eagle_core.serving.turns import queue_note
 from .common import load_json, unexpected
 
 LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
+LAB_NAMES = prompt_texts(LAB or {})   # its prompts' text, from the shared prompt set it names (not copied here)
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
                "Why is the sky blue? Answer for a ten-year-old.\nList five uses of a paper clip.")
@@ -47,25 +49,26 @@ def load_bench_histograms(method: str = "eagle-static") -> dict:
 BENCH_HIST = load_bench_histograms()
 
 
-def lab_figures(report: dict | None) -> dict:
+def lab_figures(report: dict | None, names: dict | None = None) -> dict:
     """The Paper lab's panels from a lab report: input kinds (figure + table), data phases, tree vs chain, tree
-    sizes, positions heatmap, reliability curve, accepted-length histograms (EAGLE-1's tree; the benchmark's
-    configuration)."""
+    sizes, positions heatmap (rows named by `names`: {prompt id: prompt text}), reliability curve, accepted-length
+    histograms (EAGLE-1's tree; the benchmark's configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
         return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "tree_md": "",
                 "sizes": "", "heat": empty, "rel": empty, "pos_md": "", "hist": empty, "bench_hist": empty}
     bench = report.get("bench_histogram")
+    why = vl.chains_note(chain_heads(report))
     return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
             "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
-                         + vl.inputs_finding(report["inputs"]),
+                         + vl.inputs_finding(report["inputs"]) + (f"\n\n{why}" if why else ""),
             "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
-            "tree": vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain",
-                                    report.get("plain")),
-            "tree_md": vl.tree_finding(report["tree_vs_chain"]),
+            "tree": vl.compare_runs(report["tree_vs_chain"], "5 drafted tokens: a tree against a chain"
+                                    + vl.sub("the shipped shifted head"), report.get("plain")),
+            "tree_md": vl.tree_finding(report["tree_vs_chain"]) + (f"\n\n{why}" if why else ""),
             "pos_md": vl.positions_finding(report["positions"], report.get("calibration_error")),
             "sizes": vl.sizes_table(report.get("tree_sizes")),
-            "heat": vl.position_heatmap(report["positions"]),
+            "heat": vl.position_heatmap(report["positions"], names=names),
             "rel": vl.reliability(report["calibration"], report.get("calibration_error"), vl.PAPER_CALIBRATION),
             "hist": vl.accept_histogram(report["histogram"], "EAGLE-1's 25-node tree"),
             "bench_hist": vl.accept_histogram(bench, f"the benchmark's configuration ({bench['config']})")
@@ -112,7 +115,7 @@ class LabTab:
         self.state = state   # the session state: the session histogram reads the Lens tab's cycles
 
     def build(self):
-        lab0 = lab_figures(LAB)
+        lab0 = lab_figures(LAB, LAB_NAMES)
         with gr.Tab("Paper lab", id="lab"):
             gr.Markdown("The papers' findings, measured on this app's real model and heads, beside the papers' own "
                         "numbers. " + lab_source(LAB) + " " + vl.PAPER_NUMBERS_NOTE)
@@ -192,10 +195,13 @@ class LabTab:
                     progress(done / total, desc=f"{name}: prompt {k + 1} of {len(prompts)}")
                     yield msg(f"⏳ Generation {done + 1} of {total}: {name}, prompt {k + 1} of {len(prompts)}…")
                     rs = yield from generation.decode_in_turns(cfg, spec or "shifted", prompt, waiting)
-                    runs[name].append((f"prompt {k + 1}", rs))
+                    runs[name].append((f"prompt {k + 1}", rs))   # named by its text in the heatmap
                     done += 1
             cards = {s: L.read_card(ABLATION_HEADS[s]) for s in L.INPUT_KINDS.values() if s not in stand_ins}
-            figs = lab_figures(L.assemble(runs, plan, cards))
+            shipped = L.read_card(str(getattr(MODEL.heads.get("shifted"), "path", "")))   # None for a random head
+            data = {"shifted": L.card_phases(shipped)} if shipped else None
+            figs = lab_figures(L.assemble(runs, plan, cards, data=data),
+                               {f"prompt {k + 1}": p for k, p in enumerate(prompts)})
             text = (f"Recomputed live on {len(prompts)} prompt{'s' if len(prompts) > 1 else ''}{note}, "
                     f"{LAB_LIVE_TOKENS} new tokens each, T = 0: {total} generations.")
             if stand_ins:

@@ -1,4 +1,6 @@
 """Paper-lab computations on synthetic records: known acceptance in, the known curves out."""
+import json
+import os
 import random
 
 import pytest
@@ -6,6 +8,7 @@ import pytest
 from eagle_core.lab import measure as lab
 from eagle_core.decoding.records import ACCEPTED, NOT_REACHED, REJECTED, ROOT, CycleRecord, TreeNode
 
+LAB_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "lab.json")
 # a static tree: root, two children (ranks 0, 1), a child under rank 0 (path 1-1)
 SHAPE = [(-1, 0), (0, 1), (0, 1), (1, 2)]   # (parent, depth)
 
@@ -232,3 +235,81 @@ def test_tree_and_position_findings_follow_the_numbers():
     pos = lab.position_acceptance(recs, prompt_of=lambda i: "a" if i < 20 else "b")
     s = views_lab.positions_finding(pos, {"q": 0.05, "path": 0.01})
     assert "P1 0.50, P2 0.50" in s and "ranges from 0.50 to 0.50" in s and "0.050" in s
+
+
+def test_thin_bars_are_marked_with_their_n_and_interval():
+    """A depth few cycles reached (fewer than MIN_REACHED) is drawn hollow with its n instead of its rate, and every
+    bar carries its 95% interval, so a tall bar from 9 cycles cannot pass for the finding."""
+    from views import lab as views_lab
+    inputs = {"feature & shifted token": {"alpha": [0.34, 0.44], "reached": [524, 9]},
+              "token only": {"alpha": [0.27, 1.0], "reached": [567, 1]}}
+    fig = views_lab.input_depths(inputs)
+    for t in fig.data:
+        assert list(t.text)[1].startswith("n=") and list(t.marker.opacity)[1] < 0.5
+        lo = list(t.error_y.arrayminus)[1]
+        assert lo > 0.2, "an n of 9 or 1 has a wide interval"
+        assert list(t.error_y.array)[0] < 0.06                     # 500 cycles: a narrow one
+    assert lab.rate_interval(4, 9)[0] < 0.2 < 0.7 < lab.rate_interval(4, 9)[1]
+    assert lab.rate_interval(0, 0) is None
+
+
+def test_lab_text_is_large_enough_for_a_room():
+    """No <sup> subtitles (Plotly draws them at 70%) and no figure text under 16 px before the page scales it."""
+    from views import lab as views_lab
+    with open(LAB_JSON) as f:
+        rep = json.load(f)
+    figs = [views_lab.input_depths(rep["inputs"]), views_lab.input_taus(rep["inputs"]),
+            views_lab.position_heatmap(rep["positions"]), views_lab.accept_histogram(rep["histogram"], "x"),
+            views_lab.compare_runs(rep["tree_vs_chain"], "t", rep["plain"])]
+    for fig in figs:
+        assert "<sup>" not in (fig.layout.title.text or "")
+        sizes = [t.textfont.size for t in fig.data if getattr(t, "textfont", None) and t.textfont.size]
+        sizes += [a.font.size for a in fig.layout.annotations if a.font.size]
+        assert all(s >= 16 for s in sizes), sizes
+        assert fig.layout.font.size >= 16
+
+
+def test_heatmap_rows_are_named_by_prompt_text():
+    """Rows are the prompts' short text (the shipped report's ids looked up in the shared prompt set it names),
+    never the bare MT-bench ids; unknown ids stay ids."""
+    from eagle_core.lab.names import prompt_texts
+    from views import lab as views_lab
+    pos = {"overall": {"1": [4, 2]}, "by_prompt": {"81": {"1": [2, 1]}, "82": {"1": [2, 1]}, "x": {"1": [1, 0]}}}
+    fig = views_lab.position_heatmap(pos, names={"81": "Compose an engaging travel blog post about Hawaii.",
+                                                 "82": "Compose an engaging travel blog post about Rome."})
+    rows = list(fig.data[0].y)
+    assert rows[1].startswith("Compose an engaging") and rows[1].endswith("(81)") and rows[2].endswith("(82)")
+    assert rows[3] == "x" and len(rows[1]) < 45
+    assert views_lab.short_prompt("a " * 40).endswith("…")
+    with open(LAB_JSON) as f:
+        rep = json.load(f)
+    assert not any(k in json.dumps(rep) for k in ("Compose an engaging",)), "the shared prompts are not copied in"
+    texts = prompt_texts(rep)
+    if os.path.isdir(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")):
+        assert set(texts) == set(rep["positions"]["by_prompt"]) and texts["81"].startswith("Compose")
+    assert prompt_texts({"prompts": "nowhere.jsonl", "positions": {"by_prompt": {"1": {}}}}) == {}
+    # a clone without the shared folder reads the benchmark's prompt-set cache (never fetched from the page)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "mt_bench_question.jsonl"), "w") as f:
+            f.write(json.dumps({"question_id": 81, "turns": ["Cached prompt text"]}) + "\n")
+        rep2 = {"prompts": "../elsewhere/mt_bench_question.jsonl", "positions": {"by_prompt": {"81": {}}}}
+        assert prompt_texts(rep2, shared=os.path.join(d, "none"), cache=d) == {"81": "Cached prompt text"}
+
+
+def test_the_two_chains_of_five_are_explained():
+    """Panel 1's "feature & shifted token" chain of 5 and panel 3's chain of 5 differ in speed because their heads
+    differ (the lab's ablation head against the shipped one) at the same cost per cycle: said with the numbers."""
+    from views import lab as views_lab
+    with open(LAB_JSON) as f:
+        rep = json.load(f)
+    heads = lab.chain_heads(rep)
+    assert heads["lab"]["speedup"] == pytest.approx(rep["inputs"]["feature & shifted token"]["speedup"])
+    assert heads["shipped"]["tokens_seen"] > heads["lab"]["tokens_seen"]
+    note = views_lab.chains_note(heads)
+    assert f"{heads['lab']['speedup']:.2f}×" in note and f"{heads['shipped']['speedup']:.2f}×" in note
+    assert "ablation head" in note and "shipped shifted head" in note and "τ 1.44 against 1.69" in note
+    import tabs.lab as lab_tab
+    figs = lab_tab.lab_figures(rep)
+    assert note in figs["inputs_md"] and note in figs["tree_md"]
+    assert lab.chain_heads({}) is None and views_lab.chains_note(None) == ""

@@ -7,27 +7,59 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from eagle_core.bench.metrics import count_shares
+from eagle_core.lab.measure import rate_interval
 
-from .common import ACCEPTED, DRAFT_Q, FONT, TARGET_P
+from .common import ACCEPTED, DRAFT_Q, FONT, TARGET_P, esc
 
-MIN_REACHED = 20   # a depth's acceptance over fewer cycles than this is drawn faint
+MIN_REACHED = 20   # a depth's acceptance over fewer cycles than this is drawn hollow, with its n and its interval
 KIND_STYLES = [(TARGET_P, ""), (DRAFT_Q, "/"), (ACCEPTED, "x"), ("#E69F00", ".")]   # colour + a pattern per series
+# type a presenter can read from the back: a figure's own text (bar labels, heatmap cells, subtitles) is at least
+# this many px before the page scales it (x1.35 in presenter mode; x0.85 on a figure under 760 px wide, which the
+# narrow τ figure's 3 px more make up for: >= 13 px at 1440x900)
+TEXT_PX = 16
+LAB_FONT = dict(FONT, size=16)
+
+
+def sub(text: str) -> str:
+    """A title's second line: plain, not <sup> (which Plotly draws at 70%: ~9 px on a side-by-side figure)."""
+    return f"<br><span style='font-weight:normal'>{text}</span>"
+
+
+def short_prompt(text: str, limit: int = 32) -> str:
+    """A prompt as a row name: its first line, cut at a word before `limit` characters, with an ellipsis."""
+    t = " ".join(str(text or "").split())
+    if len(t) <= limit:
+        return t
+    cut = t[:limit - 1].rsplit(" ", 1)[0] if " " in t[:limit - 1] else t[:limit - 1]
+    return cut.rstrip(",.;:") + "…"
 
 
 def _layout(fig, title: str, height: int = 380):
-    fig.update_layout(title=dict(text=title, font=dict(size=15)), font=FONT, height=height,
+    fig.update_layout(title=dict(text=title, font=dict(size=TEXT_PX + 3)), font=LAB_FONT, height=height,
                       margin=dict(l=60, r=20, t=60, b=50), plot_bgcolor="white", paper_bgcolor="white")
     fig.update_xaxes(showgrid=False, linecolor="#888")
     fig.update_yaxes(gridcolor="#eee", linecolor="#888")
     return fig
 
 
-def position_heatmap(positions: dict, max_positions: int = 14, max_prompts: int = 12) -> go.Figure:
+def row_names(ids, names: dict | None) -> list[str]:
+    """The heatmap's row names: each prompt's short text (names: {prompt id: text}), its id where the text is not
+    known; made unique (two prompts may start alike) by their ids."""
+    names = names or {}
+    out = [short_prompt(names[i]) if names.get(i) else str(i) for i in ids]
+    return [f"{n} ({i})" if names.get(i) and out.count(n) > 1 else n for n, i in zip(out, ids)]
+
+
+def position_heatmap(positions: dict, max_positions: int = 14, max_prompts: int = 12,
+                     names: dict | None = None) -> go.Figure:
     """EAGLE-2 observation 1: acceptance rate per static-tree position (columns, by depth then rank) and per
-    prompt (rows: the context), with the overall rate as the first row. Cells print the rate and n, so the
-    figure reads without colour; empty cells (a position never reached under that prompt) stay blank."""
+    prompt (rows: the context, named by the prompt's short text when `names` gives it), with the overall rate as
+    the first row. Cells print the rate and n, so the figure reads without colour; empty cells (a position never
+    reached under that prompt) stay blank."""
     labels = list(positions["overall"])[:max_positions]
-    rows = [("all prompts", positions["overall"])] + list(positions["by_prompt"].items())[:max_prompts]
+    ids = list(positions["by_prompt"])[:max_prompts]
+    rows = [("all prompts", positions["overall"])] + list(zip(row_names(ids, names),
+                                                              [positions["by_prompt"][i] for i in ids]))
     z, text = [], []
     for _, table in rows:
         zr, tr = [], []
@@ -37,14 +69,17 @@ def position_heatmap(positions: dict, max_positions: int = 14, max_prompts: int 
             tr.append(f"{a / r:.2f}<br>n={r}" if r else "")
         z.append(zr)
         text.append(tr)
+    full = ["all prompts"] + [esc(str((names or {}).get(i) or i))[:160] for i in ids]
     fig = go.Figure(go.Heatmap(z=z, x=[f"P{lab}" for lab in labels], y=[name for name, _ in rows], text=text,
-                               texttemplate="%{text}", textfont=dict(size=11), colorscale="Viridis", zmin=0,
-                               zmax=1, colorbar=dict(title="accepted")))
+                               texttemplate="%{text}", textfont=dict(size=TEXT_PX), colorscale="Viridis",
+                               zmin=0, zmax=1, colorbar=dict(title="accepted"),
+                               customdata=[[f] * len(labels) for f in full],
+                               hovertemplate="%{customdata}<br>%{x}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", title="context (prompt)")
     fig.update_xaxes(title="tree position (sibling rank at each depth, 1 = the draft's favourite)")
     shown = f" (the first {len(labels)} of {len(positions['overall'])} positions)" \
         if len(positions["overall"]) > len(labels) else ""
-    return _layout(fig, "Acceptance depends on the position and on the context" + shown, height=170 + 44 * len(rows))
+    return _layout(fig, "Acceptance depends on the position and on the context" + shown, height=190 + 50 * len(rows))
 
 
 def reliability(calibration: dict, errors: dict | None = None, paper: list | None = None) -> go.Figure:
@@ -86,11 +121,11 @@ def accept_histogram(hist: dict, what: str = "") -> go.Figure:
                            name="share of cycles"))
     for k, a in enumerate(alpha):
         if a is not None:
-            fig.add_annotation(x=k + 0.5, y=-0.12, yref="paper", showarrow=False, font=dict(size=11),
+            fig.add_annotation(x=k + 0.5, y=-0.14, yref="paper", showarrow=False, font=dict(size=TEXT_PX),
                                text=f"α{k}={a:.2f}")
     fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1)
     fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, max(shares + [0.1]) * 1.3])
-    return _layout(fig, f"Accepted length per cycle ({hist.get('cycles', 0)} cycles)" + (f"<br>{what}" if what else ""))
+    return _layout(fig, f"Accepted length per cycle ({hist.get('cycles', 0)} cycles)" + (sub(what) if what else ""))
 
 
 def bench_histograms(sets: dict) -> go.Figure:
@@ -108,7 +143,7 @@ def bench_histograms(sets: dict) -> go.Figure:
                              textposition="outside", cliponaxis=False))
     fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1, range=[-0.5, width - 0.5])
     fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, 1])
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=TEXT_PX - 2)))
     method = next((v.get("method") for v in sets.values()), "")
     fig = _layout(fig, f"The benchmark: accepted length per cycle ({method}, per prompt set)", height=440)
     fig.update_layout(margin=dict(b=120))
@@ -134,7 +169,7 @@ def compare_runs(runs: dict, title: str, plain: dict | None = None) -> go.Figure
                            marker_pattern_shape=[p for _, p in styles],
                            text=[f"τ={t:.2f}" + (f"<br>{m:.0f} ms/cycle" if m else "") + e
                                  for t, m, e in zip(taus, ms, extra)],
-                           textposition="outside"))
+                           textposition="outside", textfont=dict(size=TEXT_PX)))
     fig.update_yaxes(title="τ (tokens per target pass)", range=[0, max(taus + [1.0]) * 1.7])
     return _layout(fig, title, height=420)
 
@@ -143,27 +178,39 @@ def compare_runs(runs: dict, title: str, plain: dict | None = None) -> go.Figure
 
 def input_depths(inputs: dict) -> go.Figure:
     """EAGLE's input ablation, decoded: acceptance at each depth of the chain (of the cycles that reached a depth,
-    the share that accepted it), one colour *and* hatch per input kind; rates over few cycles are faint."""
+    the share that accepted it), one colour *and* hatch per input kind. Every bar carries its 95% interval; a rate
+    over fewer than MIN_REACHED cycles is drawn hollow and labelled with its n instead of its value, so a tall bar
+    from a handful of cycles cannot pass for a finding."""
     few = any(n is not None and n < MIN_REACHED for r in inputs.values() for n in (r.get("reached") or []))
     fig = go.Figure()
     for k, (name, r) in enumerate(inputs.items()):
         colour, pattern = KIND_STYLES[k % len(KIND_STYLES)]
         alpha = list(r.get("alpha") or [])
         reached = list(r.get("reached") or [None] * len(alpha))
-        # a rate over fewer than MIN_REACHED cycles is drawn faint and starred: it is mostly noise
         thin = [n is not None and n < MIN_REACHED for n in reached]
-        fig.add_trace(go.Bar(x=[f"depth {d + 1}" for d in range(len(alpha))], y=[a or 0 for a in alpha],
+        ci = [rate_interval(round(a * n), n) if a is not None and n else None for a, n in zip(alpha, reached)]
+        ys = [a or 0 for a in alpha]
+        fig.add_trace(go.Bar(x=[f"depth {d + 1}" for d in range(len(alpha))], y=ys,
                              name=name, marker_color=colour, marker_pattern_shape=pattern,
-                             marker_opacity=[0.35 if t else 1.0 for t in thin],
-                             text=["-" if a is None else f"{a:.2f}" + ("*" if t else "") for a, t in zip(alpha, thin)],
-                             customdata=reached, hovertemplate="%{y:.2f} of %{customdata} cycles",
-                             textposition="outside", textfont=dict(size=10), cliponaxis=False))
-    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title="accepted")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15, x=0))
-    title = "What the head sees: acceptance at each depth (chain of 5)" + (
-        f"<br><sup>* faint: fewer than {MIN_REACHED} cycles reached that depth</sup>" if few else "")
-    fig = _layout(fig, title, height=460)
-    fig.update_layout(margin=dict(t=80, b=90))
+                             marker_opacity=[0.25 if t else 1.0 for t in thin],
+                             marker_line=dict(color=colour, width=[2.5 if t else 0 for t in thin]),
+                             error_y=dict(type="data", symmetric=False, color="#444", thickness=1.5, width=3,
+                                          array=[c[1] - y if c else 0 for c, y in zip(ci, ys)],
+                                          arrayminus=[y - c[0] if c else 0 for c, y in zip(ci, ys)]),
+                             text=["-" if a is None else (f"n={n}" if t else f"{a:.2f}")
+                                   for a, n, t in zip(alpha, reached, thin)],
+                             customdata=[[n, *(c or (None, None))] for n, c in zip(reached, ci)],
+                             hovertemplate="%{y:.2f} of %{customdata[0]} cycles (95%: %{customdata[1]:.2f}–"
+                                           "%{customdata[2]:.2f})",
+                             textposition="inside", insidetextanchor="start", textangle=-90,
+                             textfont=dict(size=TEXT_PX, color="#111"), cliponaxis=False))
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", title="accepted")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15, x=0),
+                      uniformtext=dict(minsize=TEXT_PX, mode="show"))   # never shrunk to fit a thin bar
+    title = "What the head sees: acceptance at each depth (chain of 5)" + sub(
+        "whiskers: 95% interval" + (f"; hollow, with n: fewer than {MIN_REACHED} cycles reached it" if few else ""))
+    fig = _layout(fig, title, height=500)
+    fig.update_layout(margin=dict(t=95, b=90))
     return fig
 
 
@@ -176,10 +223,11 @@ def input_taus(inputs: dict) -> go.Figure:
         fig.add_trace(go.Bar(x=[name.replace(" & ", " &<br>").replace(" only", "<br>only")], y=[r.get("tau") or 0],
                              marker_color=colour, marker_pattern_shape=pattern, name=name, showlegend=False,
                              text=[f"τ={r.get('tau') or 0:.2f}" + (f"<br>{sp:.2f}× plain" if sp else "")],
-                             textposition="outside", cliponaxis=False))
+                             textposition="outside", textfont=dict(size=TEXT_PX + 3), cliponaxis=False))
     taus = [r.get("tau") or 1.0 for r in inputs.values()]
     fig.update_yaxes(range=[0, max(taus + [1.0]) * 1.35], title="τ (tokens per target pass)")
-    fig = _layout(fig, "τ and speed against plain decoding", height=460)
+    fig.update_xaxes(tickfont=dict(size=TEXT_PX + 3))   # a narrow figure: the page draws it at 0.72
+    fig = _layout(fig, "τ and speed against plain decoding" + sub("the lab's four heads"), height=500)
     fig.update_layout(margin=dict(t=80, b=90))
     return fig
 
@@ -363,3 +411,24 @@ def sizes_table(sizes: dict | None) -> str:
                      f"{c['tokens_per_s_model']:.1f}{mark} |")
     fitted = (sizes.get("fitted_on") or {}).get("prompts")
     return "\n".join(lines) + f"\n\nFitted on {fitted}, {sizes.get('date')}, on the CPU this app was built on."
+
+
+def chains_note(heads: dict | None) -> str:
+    """Why the chain of 5 runs at one speed in panel 1 ("feature & shifted token") and another in panel 3, from
+    eagle_core.lab.measure.chain_heads: the same decoding with different heads."""
+    if not heads:
+        return ""
+    a, b = heads["lab"], heads["shipped"]
+    f = lambda x, fmt="{:.2f}": "?" if x is None else fmt.format(x)   # noqa: E731
+    train = lambda h: ", ".join(x for x in (   # noqa: E731
+        f"{h['tokens_seen'] / 1e6:.1f} M tokens seen" + (f" over {h['phases']} phases" if h.get("phases") else "")
+        if h.get("tokens_seen") else "", f"held-out top-1 {h['top1']:.2f}" if h.get("top1") is not None else "") if x)
+    out = (f"**Why a chain of 5 is {f(a['speedup'])}× plain in panel 1 but {f(b['speedup'])}× in panel 3:** the same "
+           f"decoding (a chain of 5, the same prompts, the same plain run), with different heads. Panel 1's “feature "
+           f"& shifted token” is the lab's ablation head, trained from scratch with the other three"
+           + (f" ({train(a)})" if train(a) else "") + "; panel 3 drafts with the shipped shifted head, the one the "
+           "Lens tab uses" + (f" ({train(b)})" if train(b) else "") + ".")
+    if a.get("ms_per_cycle") and b.get("ms_per_cycle"):
+        out += (f" A cycle costs about the same ({a['ms_per_cycle']:.0f} against {b['ms_per_cycle']:.0f} ms), so the "
+                f"speed follows what each head gets accepted: τ {f(a['tau'])} against {f(b['tau'])}.")
+    return out

@@ -324,3 +324,34 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def rate_interval(accepted: int, reached: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval (95% by default) of an acceptance rate of `accepted` out of `reached`: how far the
+    rate of a depth few cycles reached may be from the true one (n = 9 gives about ±0.3)."""
+    if not reached:
+        return None
+    p, n = accepted / reached, reached
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def chain_heads(report: dict) -> dict | None:
+    """Why panel 1's "feature & shifted token" chain of 5 and panel 3's chain of 5 differ in speed, from the report's
+    own numbers: the same decoding (a chain of 5, the same prompts, the same plain baseline) with different heads,
+    the lab's ablation head (trained from scratch with the other three) against the shipped shifted head (its training
+    phases: report["data"]["shifted"]). None when either run is missing."""
+    plain = (report or {}).get("plain") or {}
+    lab = ((report or {}).get("inputs") or {}).get("feature & shifted token")
+    shipped = next((v for k, v in ((report or {}).get("tree_vs_chain") or {}).items() if k.startswith("chain")), None)
+    if not lab or not shipped or not plain.get("tokens_per_s"):
+        return None
+    phases = [p for p in ((report.get("data") or {}).get("shifted") or []) if p.get("tokens_seen")]
+    held = lab.get("heldout") or {}
+    speed = lambda r: r["tokens_per_s"] / plain["tokens_per_s"] if r.get("tokens_per_s") else None   # noqa: E731
+    return {"lab": {"speedup": speed(lab), "tau": lab.get("tau"), "ms_per_cycle": lab.get("ms_per_cycle"),
+                    "tokens_seen": held.get("tokens_seen"), "top1": held.get("top1")},
+            "shipped": {"speedup": speed(shipped), "tau": shipped.get("tau"), "ms_per_cycle": shipped.get("ms_per_cycle"),
+                        "tokens_seen": sum(p["tokens_seen"] for p in phases) if phases else None,
+                        "phases": len(phases) or None, "top1": phases[-1].get("top1") if phases else None}}
