@@ -86,7 +86,9 @@ class RaceView:
         with gr.Row(elem_id="el-race-row"):
             self.race_btn = gr.Button("Race: plain decoding vs EAGLE on this prompt", elem_id="el-race", scale=3)
             self.stop_btn = gr.Button("■ Stop the Race", variant="stop", elem_id="el-race-stop", scale=1)
-        self.race_msg = gr.HTML(vrace.race_idle_html(IDLE), elem_id="el-race-board", css_template=vrace.CSS)
+        # the rules, with the board's CSS (a page-wide <style>: presenter mode's body class reaches it), drawn once
+        gr.HTML(vrace.rules_html(), elem_id="el-race-rules")
+        self.race_msg = gr.HTML(vrace.race_idle_html(IDLE), elem_id="el-race-board")
         self.race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race: the summary",
                             elem_id="el-race-plot")
         return self

@@ -3,6 +3,7 @@ the watched Race: the fair schedule of plain decoding and EAGLE on one model (ea
 board's counters and ratio (views/race.py), Stop, and the Race through the app's API."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -160,6 +161,11 @@ def test_race_turn_order_on_real_decoders_is_fair_and_lossless(oracle):
         th.join()
     plain, eagle = lanes
     assert plain.tokens() == eagle.tokens() and len(plain.tokens()) == 40    # lossless at T = 0
+    # each panel shows its lane's text (lean records name no tokens: the lanes name them, after the turn)
+    assert not any(r.new_token_bytes for r in eagle.decoder.cycles[1:])
+    for ln in lanes:
+        shown = html.unescape(re.sub(r"<[^>]+>", "", vrace.lane_text_html(ln.records))).replace("↵\n", "\n")
+        assert shown == target.decode(ln.tokens()), ln.name
     assert eagle.records[-1]["target_forwards"] < plain.records[-1]["target_forwards"]
     # neither finished its whole generation before the other started, and they alternate more than once
     assert order.index("EAGLE") < len(order) - 1 - order[::-1].index("plain")
@@ -187,9 +193,10 @@ def test_race_counters_and_ratio_come_from_the_records():
         assert c["seconds"] == pytest.approx(sum(cycle_seconds(r) for r in recs)) == pytest.approx(ln.seconds)
         assert c["tokens_per_s"] == pytest.approx(c["tokens"] / c["seconds"])
         assert f"data-lane='{ln.name}' data-state='running' data-tokens='{c['tokens']}'" in html
-        assert f"<b>{c['tokens_per_s']:.1f}</b><span>tokens/s (engine)</span>" in html
-        assert f"<b>{ln.elapsed:.1f} s</b><span>elapsed (wall clock)</span>" in html
-    assert "Fair share of one model" in html and "less model time" in html
+        assert f"<b>{c['tokens_per_s']:.1f}</b><span class='el-race-long'>tokens/s (engine)</span>" in html
+        assert f"<b>{ln.elapsed:.1f} s</b><span class='el-race-long'>elapsed (wall clock)</span>" in html
+    rules = vrace.rules_html()
+    assert "Fair share of one model" in rules and "less model time" in rules and "waiting for a turn" in rules
     assert html.count("class='el-race-new'") == 2        # each lane's newest cycle is marked (underlined)
     list(gen)
     p, e = lanes[0].records, lanes[1].records
@@ -199,7 +206,13 @@ def test_race_counters_and_ratio_come_from_the_records():
     done = vrace.ratio_html(p, e)
     assert f"data-ratio='{ratio:.4f}'" in done and "Measured: <b>1.00×</b>" in done and "so far" not in done
     fast = [dict(r, verify_seconds=r["verify_seconds"] / 2) for r in e]   # EAGLE at half the engine time
-    assert vrace.speed_ratio(p, fast) == pytest.approx(2.0) and "EAGLE was faster" in vrace.ratio_html(p, fast)
+    assert vrace.speed_ratio(p, fast) == pytest.approx(2.0) and "(EAGLE faster: EAGLE" in vrace.ratio_html(p, fast)
+    # the ratio taken apart, exactly: tau (3 tokens per pass vs 1) / model time per pass (1.5/64 s vs 1/64 s)
+    assert "2.00× = 3.00 (tokens per target pass, EAGLE over plain: τ) ÷ 1.50 (model time per" in \
+        vrace.ratio_html(p, fast)
+    slow = [dict(r, verify_seconds=r["verify_seconds"] * 4) for r in e]
+    assert "0.25× = 3.00" in vrace.ratio_html(p, slow) and "not enough to pay for the costlier pass" in \
+        vrace.ratio_html(p, slow)
     assert vrace.speed_ratio(p, []) is None and "No ratio" in vrace.ratio_html(p, [])
 
 
@@ -278,7 +291,8 @@ def test_race_streams_both_lanes_then_the_ratio(client):
     assert lanes[-1]["plain"] == ("finished", 40, 40) and lanes[-1]["EAGLE"][:2] == ("finished", 40)
     assert "Race" in final and "identical text" in final      # the sameness sentence stays
     # the ratio shown is the counters' engine tokens/s, EAGLE over plain
-    tps = [float(x) for x in re.findall(r"<b>([\d.]+)</b><span>tokens/s \(engine\)</span>", final)]
+    tps = [float(x) for x in re.findall(r"<b>([\d.]+)</b><span class='el-race-long'>tokens/s \(engine\)</span>",
+                                         final)]
     ratio = float(re.search(r"data-ratio='([\d.]+)'", final).group(1))
     assert len(tps) == 2 and ratio == pytest.approx(tps[1] / tps[0], rel=0.02)
     assert f"<b>{ratio:.2f}×</b>" in final

@@ -20,6 +20,7 @@ import time
 from ..bench.metrics import cycle_seconds
 from .generation import as_dicts, new_decoder, precomputed
 from .gpu import PRECOMPUTE, ZERO_GPU
+from .loading import MODEL
 from .turns import CANCELLED, model_turn, release_turn
 
 PLAIN, EAGLE = "plain", "EAGLE"
@@ -36,6 +37,7 @@ class Lane:
     seconds: float = 0.0              # engine time of those records (model time only)
     elapsed: float = 0.0              # wall seconds from the Race's start to this lane's latest cycle
     stopped: bool = False             # Stop came before it finished
+    target: object = None             # names the tokens of lean records (default: the live decoder's target)
 
     @property
     def live(self) -> bool:
@@ -60,6 +62,14 @@ class Lane:
         time.sleep(cycle_seconds(rec))     # the engine took this long for it when it was decoded
         return rec
 
+    def named(self, rec: dict) -> dict:
+        """The record with its committed tokens' bytes: lean records (record_topk = 0) carry none, and the
+        lane's text is decoded from them (after the turn: the engine's timings never include this)."""
+        target = self.target or getattr(self.decoder, "target", None)
+        if len(rec.get("new_token_bytes") or []) == len(rec["new_tokens"]) or target is None:
+            return rec
+        return dict(rec, new_token_bytes=[target.token_bytes(t).hex() for t in rec["new_tokens"]])
+
     def tokens(self) -> list[int]:
         return [t for r in self.records for t in r["new_tokens"]]
 
@@ -78,8 +88,10 @@ def live_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
 
 def recorded_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
     """Both generations decoded in one go each (ZeroGPU: one GPU call each), to be revealed in turns."""
-    return [Lane(PLAIN, pending=list(precomputed(dataclasses.replace(cfg, draft="vanilla"), shift, prompt))),
-            Lane(EAGLE, pending=list(precomputed(cfg, shift, prompt)))]
+    target, _ = MODEL.require()
+    return [Lane(PLAIN, pending=list(precomputed(dataclasses.replace(cfg, draft="vanilla"), shift, prompt)),
+                 target=target),
+            Lane(EAGLE, pending=list(precomputed(cfg, shift, prompt)), target=target)]
 
 
 def make_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
@@ -105,6 +117,7 @@ def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
             rec = lane.step()
         finally:
             release_turn(ticket)
+        rec = lane.named(rec)
         lane.records.append(rec)
         lane.seconds += cycle_seconds(rec)
         now = time.perf_counter() - t0
