@@ -119,11 +119,11 @@ def accept_histogram(hist: dict, what: str = "") -> go.Figure:
     fig = go.Figure(go.Bar(x=list(range(len(counts))), y=shares, marker_color=ACCEPTED,
                            text=[f"{x:.0%}<br>({c})" for x, c in zip(shares, counts)], textposition="outside",
                            name="share of cycles"))
-    for k, a in enumerate(alpha):
-        if a is not None:
-            fig.add_annotation(x=k + 0.5, y=-0.14, yref="paper", showarrow=False, font=dict(size=TEXT_PX),
-                               text=f"α{k}={a:.2f}")
-    fig.update_xaxes(title="drafted tokens accepted in a cycle", dtick=1)
+    # the α_k line under the depth axis, in the axis title: one line the page wraps to the figure's width (one
+    # label per bar ran into its neighbours and the tick labels on a narrow figure and in presenter mode)
+    alphas = " · ".join(f"α{k}={a:.2f}" for k, a in enumerate(alpha) if a is not None)
+    fig.update_xaxes(title="drafted tokens accepted in a cycle" + (f"<br>{alphas}" if alphas else ""), dtick=1)
+    fig.update_traces(cliponaxis=False)   # a tall bar's label above it is not cut by the plot's top
     fig.update_yaxes(title="share of cycles", tickformat=".0%", range=[0, max(shares + [0.1]) * 1.3])
     return _layout(fig, f"Accepted length per cycle ({hist.get('cycles', 0)} cycles)" + (sub(what) if what else ""))
 
@@ -227,6 +227,7 @@ def input_taus(inputs: dict) -> go.Figure:
     taus = [r.get("tau") or 1.0 for r in inputs.values()]
     fig.update_yaxes(range=[0, max(taus + [1.0]) * 1.35], title="τ (tokens per target pass)")
     fig.update_xaxes(tickfont=dict(size=TEXT_PX + 3))   # a narrow figure: the page draws it at 0.72
+    fig.update_yaxes(tickfont=dict(size=TEXT_PX + 3), title_font=dict(size=TEXT_PX + 3))
     fig = _layout(fig, "τ and speed against plain decoding" + sub("the lab's four heads"), height=500)
     fig.update_layout(margin=dict(t=80, b=90))
     return fig
