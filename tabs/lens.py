@@ -12,7 +12,6 @@ import views
 from eagle_core.serving import generation
 from eagle_core.serving.errors import Busy, Finished, UserError
 from eagle_core.serving.generation import MAX_PROMPT_CHARS, committed_tokens, ensure_decoder
-from eagle_core.serving.loading import MODEL
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import CANCELLED, model_turn, queue_note, release_turn
 from views.beats import beat_caption, beat_count, beat_figure
@@ -52,12 +51,11 @@ def text_panel(state, cyc=None) -> str:
 
 def status_line(state, extra="") -> str:
     recs = state.get("records") or []
-    parts = [extra] if extra else []
-    if MODEL.notice:
-        parts.append(f"⚠️ {MODEL.notice}")
+    parts = [extra] if extra else []      # the model's own notice (a random head...) is the banner's, above
     if recs and recs[-1].get("finished") and state.get("source") == "live":
-        parts.append(f"Generation finished ({recs[-1]['finished']}). Reset starts it again; a new prompt or "
-                     f"setting starts a new one.")
+        why = {"eos": "the stop token", "max_new_tokens": "max new tokens", "context": "the context limit"}
+        parts.append(f"■ Generation finished ({why.get(recs[-1]['finished'], recs[-1]['finished'])}): Reset, or "
+                     f"a new prompt or setting, starts again.")
     return "  \n".join(parts)
 
 
@@ -105,50 +103,57 @@ class LensTab:
         """The components, painted with `st0` (a recorded run) so the first screen needs no round trip."""
         self.state = state
         c0 = first_cycle(st0["records"])
+        first = paint(dict(st0), cycle=c0)
+        # the cycle first: the buttons, the status, the text (left) and Play and the tree (right) share the first
+        # screen; the settings a lesson does not touch fold away below the text
         with gr.Tab("Lens", id="lens"):
-            with gr.Row():
-                with gr.Column(scale=1, min_width=300):
-                    self.build_controls()
-                with gr.Column(scale=3):
-                    self.build_views(st0, c0, paint(dict(st0), cycle=c0))
+            with gr.Row(elem_id="el-lens", equal_height=False):
+                with gr.Column(scale=2, min_width=320, elem_id="el-left"):
+                    self.build_controls(first)
+                with gr.Column(scale=3, min_width=320, elem_id="el-right"):
+                    self.build_views(st0, c0, first)
         return self
 
-    def build_controls(self):
-        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)", value=EXAMPLES[0], lines=3)
-        gr.Examples(EXAMPLES, inputs=[self.prompt], label="Examples")
-        with gr.Row():
-            self.step_btn = gr.Button("Step", variant="secondary", elem_id="el-step")
-            self.run_btn = gr.Button("Run", variant="primary", elem_id="el-run")
-        with gr.Row():
-            self.stop_btn = gr.Button("Stop", variant="stop", elem_id="el-stop")
-            self.reset_btn = gr.Button("Reset", elem_id="el-reset")
+    def build_controls(self, first: dict):
+        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)", value=EXAMPLES[0], lines=2,
+                                 max_lines=4, elem_id="el-prompt")
+        with gr.Row(elem_id="el-buttons"):
+            self.step_btn = gr.Button("Step", variant="secondary", elem_id="el-step", min_width=70)
+            self.run_btn = gr.Button("Run", variant="primary", elem_id="el-run", min_width=70)
+            self.stop_btn = gr.Button("Stop", variant="stop", elem_id="el-stop", min_width=70)
+            self.reset_btn = gr.Button("Reset", elem_id="el-reset", min_width=70)
         self.status = gr.Markdown("", elem_id="el-status")
-        self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
-        self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
-        self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)", label="Tree")
-        self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
-                                  info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
-                                       "fitted shape on the dev CPU (a chain there)")
-        self.depth = limit_slider("depth", 5, label="Depth (chain / dynamic)")
-        self.top_k = limit_slider("top_k", 6, label="Top-k per node (dynamic)")
-        self.total_tokens = limit_slider("total_tokens", 24, label="Total tokens (dynamic)")
-        self.temperature = limit_slider("temperature", 0, step=0.05, label="Temperature (0 = greedy)")
-        self.top_p = limit_slider("top_p", 1, step=0.05)
-        self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
-        self.max_new_tokens = limit_slider("max_new_tokens", 64)
         self.input_note = gr.Markdown("", elem_id="el-input-note")
+        self.text = gr.HTML(first["text"], elem_id="el-text")
+        self.cards = gr.HTML(first["cards"], elem_id="el-cards")
+        with gr.Accordion("Settings: temperature, tree or chain, shifted tokens, tree size, top-p, seed, max new "
+                          "tokens, example prompts", open=False, elem_id="el-settings"):
+            self.temperature = limit_slider("temperature", 0, step=0.05, label="Temperature (0 = greedy)")
+            self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
+            self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
+                                      label="Tree")
+            self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
+            self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
+                                      info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
+                                           "fitted shape on the dev CPU (a chain there)")
+            self.depth = limit_slider("depth", 5, label="Depth (chain / dynamic)")
+            self.top_k = limit_slider("top_k", 6, label="Top-k per node (dynamic)")
+            self.total_tokens = limit_slider("total_tokens", 24, label="Total tokens (dynamic)")
+            self.top_p = limit_slider("top_p", 1, step=0.05)
+            self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
+            self.max_new_tokens = limit_slider("max_new_tokens", 64)
+            gr.Examples(EXAMPLES, inputs=[self.prompt], label="Example prompts")
         self.settings = [getattr(self, n) for n in SETTING_NAMES]   # the API's input order
 
     def build_views(self, st0, c0, first: dict):
         n0 = len(st0["records"])
-        self.text = gr.HTML(first["text"])
-        self.cards = gr.HTML(first["cards"])
-        self.cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1, label="Cycle (go back to any earlier cycle)")
+        self.cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1, label="Cycle (go back to any earlier cycle)",
+                               elem_id="el-cycle")
         with gr.Row(elem_id="el-play-row"):
-            self.play_btn = gr.Button("▶ Play this cycle", elem_id="el-play", scale=2)
-            self.pause_btn = gr.Button("‖ Pause", elem_id="el-pause", scale=1)
-            self.beat_prev = gr.Button("◀ beat", elem_id="el-beat-prev", scale=1)
-            self.beat_next = gr.Button("beat ▶", elem_id="el-beat-next", scale=1)
+            self.play_btn = gr.Button("▶ Play this cycle", elem_id="el-play", scale=2, size="md", min_width=150)
+            self.pause_btn = gr.Button("‖ Pause", elem_id="el-pause", scale=1, size="md", min_width=80)
+            self.beat_prev = gr.Button("◀ beat", elem_id="el-beat-prev", scale=1, size="md", min_width=80)
+            self.beat_next = gr.Button("beat ▶", elem_id="el-beat-next", scale=1, size="md", min_width=80)
         self.beat_md = gr.Markdown("Play shows this cycle as it happens: draft, one verify pass, accept.",
                                    elem_id="el-beat")
         self.tree = gr.Plot(first["tree"], label="Draft tree", elem_id="el-tree")
@@ -308,8 +313,10 @@ class LensTab:
             return self.message(state, "Could not draw this cycle.")
 
     def on_click(self, state, cycle, value):
-        node = str(value or "").split(":")[0]
-        return self.on_view(state, cycle, int(node) if node.isdigit() else None)
+        """A click in the tree ("node:nonce") or on a token of the text ("node@cycle:nonce", node empty for the
+        target's bonus / correction token): that node of that cycle, the cycle slider moved there."""
+        node, _, cyc = str(value or "").split(":")[0].partition("@")
+        return self.on_view(state, int(cyc) if cyc.isdigit() else cycle, int(node) if node.isdigit() else None)
 
     def on_controls(self, shape, tree_kind) -> dict:
         return {getattr(self, k): gr.update(interactive=v) for k, v in control_states(shape, tree_kind).items()}

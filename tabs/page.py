@@ -42,6 +42,14 @@ def model_banner():
     return msg, gr.Timer(active=False)
 
 
+def on_live(status):
+    """After each banner tick: once the model is live, a Lens status that still says it is loading (a Step pressed
+    before) is replaced; the status line never contradicts the banner."""
+    if MODEL.ready.is_set() and "still loading" in str(status or ""):
+        return "✅ The live model is ready now: press Step or Run."
+    return gr.update()
+
+
 def on_open(state, request: gr.Request):
     """A page opened: remember its session hash so closing the tab frees its decoder."""
     if not MODEL.ready.is_set():
@@ -93,7 +101,8 @@ def build_demo() -> gr.Blocks:
         state = gr.State(st0, delete_callback=drop_session)
         with gr.Row(elem_id="el-header"):
             gr.Markdown(HEADER, elem_id="el-title")
-            presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200)
+            presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200,
+                                    elem_id="el-presenter")
         banner = gr.Markdown(model_banner()[0], elem_id="el-banner")
         timer = gr.Timer(1.0)
         tabs_ref = []
@@ -109,7 +118,8 @@ def build_demo() -> gr.Blocks:
         lab.wire(model_kw)
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
-                   api_name="banner")
+                   api_name="banner").then(on_live, [lens.status], [lens.status], queue=False,
+                                           show_progress="hidden", api_visibility="private")
         demo.load(on_open, [state], [lens.status, state], api_visibility="private")
         demo.unload(on_unload)
         # for the load test and monitoring: this session's generated tokens, and the server's memory and queue

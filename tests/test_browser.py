@@ -41,6 +41,7 @@ def test_run_in_browser(server):
         # wait for the live model, then Run
         page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
         page.fill("textarea", "How can I learn Python?")
+        page.locator("#el-settings > button").first.click()    # the settings fold away (tabs/lens.py)
         box = page.locator("input[type=number][aria-label*='Max new tokens']")   # keep the run short
         if box.count():
             box.first.fill("16")

@@ -43,6 +43,7 @@ def test_stop_and_a_second_student_in_the_browser(server):
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         a, b = open_page(browser, server), open_page(browser, server)
+        a.locator("#el-settings > button").first.click()       # the settings fold away (tabs/lens.py)
         a.locator("input[type=number][aria-label*='Max new tokens']").first.fill("400")
         a.locator("input[type=number][aria-label*='Max new tokens']").first.press("Enter")
         a.fill("textarea", "Write a long story about a lighthouse keeper and a storm.")

@@ -146,16 +146,80 @@ def test_mask_figure():
     assert mask_figure(prefill()).data == ()                  # an explanatory empty figure
 
 
+def text_body(html: str) -> str:
+    """The text panel of text_html, without the prompt above it and the legend below it."""
+    return html.split("class='el-text'")[1].split("class='el-legend'")[0]
+
+
 def test_text_html():
     recs = [prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus")]
     html = text_html(recs)
-    body = html.split("class='el-text'")[1]
+    body = text_body(html)
     assert body.count("el-draft") == 2 and body.count("el-correction") == 1 and body.count("el-bonus") == 2
     assert "cycle 2" in body
     assert committed_pieces(dataclasses.asdict(recs[1])) == [(" I", "draft", 10), (" get", "correction", 22)]
-    upto = text_html(recs, upto=0).split("class='el-text'")[1]
+    upto = text_body(text_html(recs, upto=0))
     assert "el-draft" not in upto and "el-current" in upto
     assert "<script>" not in text_html([synthetic_cycle()], prompt="<script>")
+
+
+def test_text_marks_kind_by_line_and_cycle_by_band():
+    """One encoding per mark: kind = underline style + glyph (the tree's ✓ ★ ◆), cycle = a white / grey band that
+    alternates; no token and no legend chip is filled with a per-cycle colour that could read as a kind."""
+    import re
+
+    from views.text import CSS, LEGEND
+    recs = [prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus"), synthetic_cycle(3)]
+    body = text_body(text_html(recs))
+    assert "background" not in body and "style=" not in body, "the marks are classes, not inline colours"
+    assert "background" not in LEGEND and "style=" not in LEGEND
+    bands = re.findall(r"<span class='el-cyc (el-cyc-\w+)[^']*' data-cycle='(\d+)'>", body)
+    assert [c for _, c in bands] == ["0", "1", "2", "3"]
+    assert [b for b, _ in bands] == ["el-cyc-even", "el-cyc-odd", "el-cyc-even", "el-cyc-odd"]
+    assert body.count("el-current") == 1 and "el-current' data-cycle='3'" in body    # framed: the cycle shown
+
+    def rule(sel):    # every declaration CSS gives this selector
+        return " ".join(body for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", CSS)
+                        if sel in [x.strip() for x in sels.split(",")])
+    lines = {k: re.search(r"text-decoration: underline (\w+)", rule(f".el-{k}")).group(1)
+             for k in ("draft", "bonus", "correction")}
+    assert lines == {"draft": "solid", "bonus": "double", "correction": "wavy"}, lines
+    assert 'content: "★"' in rule(".el-bonus::after") and 'content: "◆"' in rule(".el-correction::after")
+    assert "background" not in rule(".el-draft") + rule(".el-bonus") + rule(".el-correction")
+    bg = {k: re.search(r"background: (#\w+)", rule(f".el-cyc-{k}")).group(1) for k in ("even", "odd")}
+    rgb = {k: [int(v[i:i + 2], 16) for i in (1, 3, 5)] for k, v in bg.items()}
+    assert bg["even"] != bg["odd"] and all(max(c) - min(c) <= 16 for c in rgb.values()), "grey bands, no hue"
+    assert abs(sum(rgb["even"]) - sum(rgb["odd"])) >= 3 * 20, "bands told apart by lightness (colour-blind safe)"
+    for words in ("solid", "double", "wavy", "✓", "★", "◆", "white / grey", "framed"):
+        assert words in LEGEND, words
+
+
+def test_text_tokens_carry_their_cycle_and_node():
+    """The data the page links text and tree with: every token names its cycle, the tree node that drafted it
+    ('b' = the target's bonus / correction box) and its kind; the panel names the cycle the tree shows."""
+    import re
+    recs = [prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus")]
+    body = text_body(text_html(recs))
+    toks = re.findall(r"<span class='el-tok el-(\w+)' data-cycle='(\d+)' data-node='(\w+)' data-kind='(\w+)'", body)
+    assert toks == [("bonus", "0", "b", "bonus"), ("draft", "1", "1", "draft"), ("correction", "1", "b", "correction"),
+                    ("draft", "2", "1", "draft"), ("bonus", "2", "b", "bonus")], toks
+    assert body.startswith(" data-shown='2'>")
+    assert text_body(text_html(recs, upto=1)).startswith(" data-shown='1'>")
+    assert "data-shown" not in text_html([])
+    # a token ending in a new line keeps its ★ / ◆ mark on its own line: the line break follows the span
+    nl = dataclasses.replace(synthetic_cycle(1), bonus_text="\n")
+    assert "↵</span>\n" in text_body(text_html([prefill(), nl]))
+
+
+def test_text_long_prompt_is_shortened_on_screen():
+    from views.text import PROMPT_SHOWN
+    prompt = "Tell me about EAGLE. " * 190
+    html = text_html([prefill()], prompt=prompt)
+    summary = html.split("<summary>")[1].split("</summary>")[0]
+    assert "shortened on screen" in summary and f"{len(prompt):,} characters" in summary
+    assert len(summary) < PROMPT_SHOWN + 120
+    assert prompt.strip() in html.split("class='el-prompt-full'>")[1]       # the whole of it, one click away
+    assert "<details" not in text_html([prefill()], prompt="How can I learn Python quickly?")
 
 
 def test_stats_and_race():

@@ -1,27 +1,56 @@
-"""The generated text, every token coloured by the cycle that committed it."""
+"""The generated text: one mark per meaning. The kind of a token (drafted and accepted / the target's bonus /
+the target's correction) is its underline style and glyph, the cycle that committed it is a band that alternates
+white / grey from cycle to cycle; colour is never the only cue. Every token carries data attributes (cycle, tree
+node, kind) so that the page links it to the draft tree (views/page.py CLICK_JS)."""
 from __future__ import annotations
 
 from eagle_core.model.token_bytes import join_pieces
 
-from .common import CYCLE_PALETTE, as_dicts, committed_pieces, esc, esc_attr
+from .common import as_dicts, committed_pieces, esc, esc_attr
 
-LEGEND = ("<div class='el-legend'>Background colour = the cycle that committed the token: "
-          "<span class='el-tok el-draft' style='background:#cfe8ff'>drafted by the head, accepted</span> "
-          "<span class='el-tok el-bonus' style='background:#ffe2b8'>target's bonus token (bold, straight "
-          "underline)</span> "
-          "<span class='el-tok el-correction' style='background:#d9f2d0'>target's correction (bold, wavy "
-          "underline)</span> (outlined: the cycle shown). ␣ = a space, ↵ = a new line.</div>")
+# the tree's glyph language (page header): ✓ accepted, ★ the target's bonus token, ◆ its correction
+KIND_MARK = {"draft": "✓", "bonus": "★", "correction": "◆"}
+KIND_TEXT = {"draft": "drafted by the head, accepted by the target",
+             "bonus": "the target's own bonus token (after the accepted drafts)",
+             "correction": "the target's own correction (where a draft was rejected)"}
+PROMPT_SHOWN = 160       # a longer prompt is shown shortened (the full text one click away)
+
+LEGEND = ("<div class='el-legend'><b>Kind</b> = the line under a token: "
+          "<span class='el-key'><span class='el-tok el-draft'>word</span> solid: drafted by the head, accepted "
+          "(✓ in the tree)</span> · "
+          "<span class='el-key'><span class='el-tok el-bonus'>word</span> double: the target's bonus token "
+          "(★)</span> · "
+          "<span class='el-key'><span class='el-tok el-correction'>word</span> wavy: the target's correction "
+          "(◆)</span>. "
+          "<b>Cycle</b> = the band: <span class='el-key'><span class='el-cyc el-cyc-even'>one cycle</span>"
+          "<span class='el-cyc el-cyc-odd'>the next</span></span> alternate white / grey, "
+          "<span class='el-key'><span class='el-cyc el-cyc-even el-current'>framed</span> = the cycle in the "
+          "tree</span>. Hover or click a token to find it in the tree. ␣ = a space, ↵ = a new line.</div>")
 
 CSS = """
-.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 250px; overflow-y: auto;
-          font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;}
-.el-tok {border-radius: 3px; padding: 2px 0px; color: #111;}
-.el-draft {}
-.el-bonus {font-weight: 700; text-decoration: underline solid #0072B2 3px; text-underline-offset: 5px;}
-.el-correction {font-weight: 700; text-decoration: underline wavy #D55E00 2px; text-underline-offset: 5px;}
-.el-current {outline: 2px solid #222;}
-.el-legend {font-size: 15px; color: #333; margin-bottom: 6px;}
-.el-prompt {color: #666; font-style: italic; font-size: 15px; margin-bottom: 4px;}
+.el-text {font-size: 18px; line-height: 2.0; white-space: pre-wrap; word-break: break-word; max-height: 340px;
+          overflow-y: auto; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #111;
+          background: #fff; border: 1px solid #d5dae3; border-radius: 8px; padding: 4px 8px;}
+.el-tok {color: #111; padding: 2px 0; text-underline-offset: 5px; text-decoration-skip-ink: none; cursor: pointer;}
+.el-draft {text-decoration: underline solid #009E73 2px;}
+.el-bonus {font-weight: 700; text-decoration: underline double #1f6fa8 3px;}
+.el-correction {font-weight: 700; text-decoration: underline wavy #b57a00 2px;}
+.el-bonus::after, .el-correction::after {font-size: 0.62em; vertical-align: 0.55em; font-weight: 400;
+                                         margin-left: 1px; text-decoration: none; display: inline-block;}
+.el-bonus::after {content: "★"; color: #1f6fa8;}
+.el-correction::after {content: "◆"; color: #b57a00;}
+.el-cyc {padding: 3px 0; border-radius: 3px;}
+.el-cyc-even {background: #ffffff;} .el-cyc-odd {background: #dfe4ec;}
+.el-cyc.el-current {outline: 2px solid #222; outline-offset: 0;}
+.el-cyc.el-hl-cyc {background: #fff1bd;}
+.el-tok.el-hl {background: #ffd54a; outline: 2px dashed #111; outline-offset: 1px;}
+.el-legend {font-size: 14px; color: #333; margin-top: 4px; line-height: 1.75;}
+.el-key {white-space: nowrap;} .el-key .el-tok, .el-key .el-cyc {font-family: ui-monospace, Menlo, Consolas, monospace;}
+.el-key .el-cyc {border: 1px solid #c5ccd8; padding: 1px 3px;}
+.el-prompt {color: #555; font-style: italic; font-size: 15px; margin-bottom: 4px;}
+.el-prompt summary {cursor: pointer;}
+.el-prompt-full {white-space: pre-wrap; word-break: break-word; max-height: 9em; overflow-y: auto; font-style: normal;
+                 border-left: 3px solid #ccd; padding-left: 6px;}
 """
 
 
@@ -29,8 +58,17 @@ def _vis(text: str) -> str:
     return esc(text).replace("\n", "↵\n")
 
 
+def prompt_html(prompt: str) -> str:
+    """The prompt above the text; a long one shortened on screen (and said so), the whole of it one click away."""
+    if len(prompt) <= PROMPT_SHOWN and prompt.count("\n") < 3:
+        return f"<div class='el-prompt'>Prompt: {esc(prompt)}</div>"
+    short = esc(prompt[:PROMPT_SHOWN].rstrip()).replace("\n", " ↵ ")
+    return (f"<details class='el-prompt'><summary>Prompt ({len(prompt):,} characters, shortened on screen; click to "
+            f"show it all): {short}…</summary><div class='el-prompt-full'>{esc(prompt)}</div></details>")
+
+
 def text_html(records, upto: int | None = None, prompt: str | None = None, notice: str | None = None) -> str:
-    """HTML of the generation so far; `upto` = last cycle to include (the cycle slider), highlighted."""
+    """HTML of the generation so far; `upto` = last cycle to include (the cycle slider), framed."""
     recs = as_dicts(records)
     if upto is not None:
         recs = [r for r in recs if r["cycle"] <= upto]
@@ -38,30 +76,40 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
     if notice:
         parts.append(f"<div class='el-prompt'>{esc(notice)}</div>")
     if prompt:
-        parts.append(f"<div class='el-prompt'>Prompt: {esc(prompt)}</div>")
-    parts.append(LEGEND)
-    body = []
+        parts.append(prompt_html(prompt))
     last = recs[-1]["cycle"] if recs else None
-    toks = []   # (cycle, kind, token id, bytes) of every committed token, in order
+    toks = []   # (cycle, kind, node, token id, bytes) of every committed token, in order
     for r in recs:
         hexes = r.get("new_token_bytes") or []
+        path = r["accepted_path"]
         for k, (text, kind, tid) in enumerate(committed_pieces(r)):
             raw = bytes.fromhex(hexes[k]) if k < len(hexes) else text.encode("utf-8")
-            toks.append((r["cycle"], kind, tid, raw))
-    # decode from the joined bytes: a character split over tokens is one span (coloured by its last token)
-    for group, text in join_pieces([t[3] for t in toks]):
-        cyc, kind, tid, _ = toks[group[-1]]
-        colour = CYCLE_PALETTE[cyc % len(CYCLE_PALETTE)]
-        cls = "el-tok el-" + ("draft" if kind == "draft" else kind)
-        if cyc == last:
-            cls += " el-current"
-        ids = ", ".join(str(toks[g][2]) for g in group)
-        title = (f"cycle {cyc}: " + ("drafted by the head, accepted by the target" if kind == "draft"
-                                     else f"the target's own {kind} token")
+            node = str(path[k]) if kind == "draft" and k < len(path) else "b"
+            toks.append((r["cycle"], kind, node, tid, raw))
+    # decode from the joined bytes: a character split over tokens is one span (marked as its last token)
+    body, open_cycle = [], None
+    for group, text in join_pieces([t[4] for t in toks]):
+        cyc, kind, node, _, _ = toks[group[-1]]
+        if cyc != open_cycle:
+            if open_cycle is not None:
+                body.append("</span>")
+            cls = "el-cyc " + ("el-cyc-odd" if cyc % 2 else "el-cyc-even") + (" el-current" if cyc == last else "")
+            body.append(f"<span class='{cls}' data-cycle='{cyc}'>")
+            open_cycle = cyc
+        ids = ", ".join(str(toks[g][3]) for g in group)
+        title = (f"cycle {cyc}: {KIND_MARK[kind if kind in KIND_MARK else 'bonus']} {KIND_TEXT.get(kind, kind)}"
                  + (f" (id {ids})" if len(group) == 1 else f" (tokens {ids}: one character split over "
-                                                           f"{len(group)} tokens)"))
-        body.append(f"<span class='{cls}' style='background:{colour}' title='{esc_attr(title)}'>{_vis(text)}</span>")
+                                                           f"{len(group)} tokens)")
+                 + ("" if cyc == last else "; click to show this cycle in the tree"))
+        vis = _vis(text)
+        tail = "\n" if vis.endswith("\n") else ""    # the line break after the span: the ★ / ◆ mark stays on its line
+        body.append(f"<span class='el-tok el-{kind}' data-cycle='{cyc}' data-node='{node}' data-kind='{kind}' "
+                    f"title='{esc_attr(title)}'>{vis[:len(vis) - len(tail)]}</span>{tail}")
+    if open_cycle is not None:
+        body.append("</span>")
     if not body:
         body.append("<span style='color:#888'>(nothing generated yet: press Step or Run)</span>")
-    parts.append("<div class='el-text'>" + "".join(body) + "</div>")
+    shown = "" if last is None else f" data-shown='{last}'"
+    parts.append(f"<div class='el-text'{shown}>" + "".join(body) + "</div>")
+    parts.append(LEGEND)
     return "\n".join(parts)

@@ -1,0 +1,49 @@
+"""The Lens status line never contradicts the page: a "still loading" answer goes once the model is live, the
+model's own notice is the banner's (not repeated beside the buttons), a token click names its cycle."""
+import gradio as gr
+
+from eagle_core.serving.loading import MODEL
+from tabs.lens import LensTab, status_line
+from tabs.page import on_live
+
+LOADING = ("❌ The live model is still loading (12 s so far). The run shown was recorded earlier from the real model; "
+           "try again in a moment.")
+
+
+def test_a_still_loading_status_goes_once_the_model_is_live():
+    was = MODEL.ready.is_set()
+    try:
+        MODEL.ready.clear()
+        assert on_live(LOADING) == gr.update(), "still loading: the message is true, it stays"
+        MODEL.ready.set()
+        now = on_live(LOADING)
+        assert "still loading" not in now and "ready" in now
+        for other in ("", "Running… (Stop ends it after the cycle in progress)", "❌ Prompt is empty"):
+            assert on_live(other) == gr.update(), "any other status is left alone"
+    finally:
+        (MODEL.ready.set if was else MODEL.ready.clear)()
+
+
+def test_status_line_leaves_the_model_notice_to_the_banner():
+    old = MODEL.notice
+    try:
+        MODEL.notice = "Trained heads not found, using a random head"
+        recs = [dict(finished="max_new_tokens")]
+        line = status_line(dict(records=recs, source="live"), "Stopped.")
+        assert "random head" not in line
+        assert line.startswith("Stopped.") and "Generation finished (max new tokens)" in line
+    finally:
+        MODEL.notice = old
+
+
+def test_a_token_click_moves_the_cycle():
+    """The hidden click box: "node:nonce" from the tree (the cycle shown), "node@cycle:nonce" from a token of the
+    text (that cycle; node empty for the bonus / correction token)."""
+    seen = []
+    tab = LensTab()
+    tab.on_view = lambda state, cycle, node=None: seen.append((cycle, node))
+    tab.on_click({}, 7, "3:1700000000000")
+    tab.on_click({}, 7, "2@4:1700000000000")
+    tab.on_click({}, 7, "@5:1700000000000")
+    tab.on_click({}, 7, "junk")
+    assert seen == [(7, 3), (4, 2), (5, None), (7, None)]
