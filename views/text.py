@@ -45,7 +45,7 @@ CSS = """
 .el-cyc.el-hl-cyc {background: #fff1bd;}
 .el-tok.el-hl {background: #ffd54a; outline: 2px dashed #111; outline-offset: 1px;}
 .el-legend {font-size: 14px; color: #333; margin-top: 4px; line-height: 1.75;}
-.el-key {white-space: nowrap;} .el-key .el-tok, .el-key .el-cyc {font-family: ui-monospace, Menlo, Consolas, monospace;}
+.el-key .el-tok, .el-key .el-cyc {font-family: ui-monospace, Menlo, Consolas, monospace; white-space: nowrap;}
 .el-key .el-cyc {border: 1px solid #c5ccd8; padding: 1px 3px;}
 .el-prompt {color: #555; font-style: italic; font-size: 15px; margin-bottom: 4px;}
 .el-prompt summary {cursor: pointer;}
