@@ -67,6 +67,7 @@ body.el-presenter .el-race-ratio {font-size: 25px;} body.el-presenter .el-race-r
   .el-race-counter b {font-size: 14px;} .el-race-counter span {font-size: 11.5px;}
   .el-race-counter .el-race-long {display: none;} .el-race-counter .el-race-short {display: block;}
   .el-race-text {height: 5.2em; font-size: 14px; line-height: 1.5;}
+  .el-race-result {font-size: 13.5px; padding: 6px 8px;}
   .el-race-ratio {font-size: 17px;} .el-race-ratio b {font-size: 22px;}
 }
 """
