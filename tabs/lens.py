@@ -29,7 +29,12 @@ def initial_state() -> dict:
     t = TRACE or {}
     return dict(sid=None, records=t.get("records", []), plain=t.get("plain_records", []),
                 race_eagle=t.get("race_records", t.get("records", [])), prompt=t.get("prompt", ""),
-                source="trace" if t else "empty")
+                source="trace" if t else "empty", trace_meta=trace_meta(t))
+
+
+def trace_meta(t: dict | None) -> dict:
+    """What the page says about a recorded run it shows (which model, head and when)."""
+    return {k: (t or {}).get(k) for k in ("target", "head", "recorded")}
 
 
 def first_cycle(records) -> int:
@@ -41,7 +46,7 @@ def text_panel(state, cyc=None) -> str:
     recs = state.get("records") or []
     src = ""
     if state.get("source") == "trace":
-        t = TRACE or {}
+        t = state.get("trace_meta") or trace_meta(TRACE)
         src = (f"<b>Recorded example</b> (from the real model: {views.common.esc(str(t.get('target')))}, head "
                f"{views.common.esc(os.path.basename(str(t.get('head'))))}, {views.common.esc(str(t.get('recorded')))}; "
                "shown until you press Step or Run).")

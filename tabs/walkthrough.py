@@ -15,6 +15,7 @@ from views.walkthrough import STEPS, pick_cycle, step_markdown, step_settings, w
 
 from .ambiguity import _ambiguity
 from .common import DEFAULT_PRESET, SETTING_NAMES, TRACE, TRACES, Settings, unexpected
+from .lens import trace_meta
 
 
 def step_of(i) -> Settings:
@@ -149,7 +150,8 @@ class WalkthroughTab:
             rec, node, _ = pick_cycle(i, recs)
             c = recs.index(rec) if rec is not None else len(recs) - 1
             state = dict(state or {})
-            state.update(records=recs, prompt=t.get("prompt", s.prompt), source="trace", seen=None)
+            state.update(records=recs, prompt=t.get("prompt", s.prompt), source="trace", seen=None,
+                         trace_meta=trace_meta(t))
             yield out | self.lens.render(state, c, node, status=(
                 f"Step {name}'s settings, with its recorded run (cycle {recs[c]['cycle']}, the walkthrough's "
                 f"figure). Step or Run decodes them live."))

@@ -4,6 +4,7 @@ The app is launched in-process on a free port with `--target tiny` (a tiny rando
 tokenizer), so the whole file runs in well under a minute on a CPU.
 """
 import json
+import os
 import time
 
 import pytest
@@ -16,7 +17,7 @@ import tabs.lab as lab_tab  # noqa: E402
 import tabs.lens as lens_tab  # noqa: E402
 from eagle_core.serving import generation  # noqa: E402
 from eagle_core.serving.sessions import SESSIONS  # noqa: E402
-from servers import app_in_process, cfg, plot  # noqa: E402
+from servers import ROOT, app_in_process, cfg, plot  # noqa: E402
 from tabs.common import DEFAULT_PRESET, Settings, normalise  # noqa: E402
 
 PROMPT = "How can I learn Python?"
@@ -273,6 +274,9 @@ def test_open_these_settings_shows_a_cycle_at_those_settings(client):
     assert any(t.startswith("Cycle 24:") for t in titles), titles     # the step's cycle, in the Lens tree
     status = next(o for o in out if isinstance(o, str) and "Step 7's settings" in o)
     assert "recorded run (cycle 24" in status and "Step or Run decodes them live" in status
+    # the text panel names that recording (its time), not the default recording shown at first paint
+    text = next(o for o in out if isinstance(o, str) and "Recorded example" in o)
+    assert json.load(open(os.path.join(ROOT, "assets", "trace_temperature.json")))["recorded"] in text
 
 
 def test_walkthrough_figure_is_labelled_recorded_or_live():
