@@ -40,13 +40,34 @@ def beat_caption(rec, beat: int) -> str:
             f"({'★' if kind == 'bonus' else '◆'}): {len(rec['new_tokens'])} new token(s) for one target pass.")
 
 
+def beat_label(rec, beat: int) -> str:
+    """A short name of the beat for the figure's title (the sentence, beat_caption, is the text beside it)."""
+    rec = as_dict(rec)
+    n = beat_count(rec)
+    if n == 1:
+        return "prefill"
+    depth = n - 2
+    if beat < depth:
+        return f"Draft, level {beat + 1} of {depth}"
+    if beat == depth:
+        return "Verify: one target pass"
+    kind = rec["bonus_kind"]
+    return f"Accept: {rec['accept_length']} kept + 1 {kind}"
+
+
+def beat_title(rec, beat: int) -> str:
+    rec = as_dict(rec)
+    return f"Cycle {rec['cycle']} · beat {beat + 1}/{beat_count(rec)} · {beat_label(rec, beat)}"
+
+
 def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
-    """The tree at this beat. The last beat is the full tree view (statuses, glyphs, bonus)."""
+    """The tree at this beat. The last beat is the full tree view (statuses, glyphs, bonus). The title names the
+    beat in a few words; its sentence (beat_caption) is shown once, beside the figure, not repeated in it."""
     rec = as_dict(rec)
     n_beats = beat_count(rec)
     beat = max(0, min(int(beat), n_beats - 1))
     if beat == n_beats - 1:
-        return tree_figure(rec, height=height, title=f"{beat + 1}/{n_beats} · " + beat_caption(rec, beat))
+        return tree_figure(rec, height=height, title=beat_title(rec, beat))
     depth_shown = beat + 1 if beat < n_beats - 2 else n_beats - 2
     verify = beat == n_beats - 2
     g = tree_graph(rec)
@@ -87,7 +108,6 @@ def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
                      ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
                      zeroline=False, side="top")
     fig.update_yaxes(visible=False, range=[-leaves - 0.3, 0.7])
-    base_layout(fig, f"{beat + 1}/{n_beats} · " + beat_caption(rec, beat),
-                height=height or max(340, min(1700, 150 + 50 * (leaves + 1))))
-    fig.update_layout(margin=dict(l=20, r=20, t=95, b=30), title_font_size=15)
+    base_layout(fig, beat_title(rec, beat), height=height or max(340, min(1700, 150 + 50 * (leaves + 1))))
+    fig.update_layout(margin=dict(l=20, r=20, t=85, b=30))
     return fig

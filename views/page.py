@@ -43,11 +43,17 @@ body.el-presenter #el-prompt textarea {font-size: 17px;}
   .prose table {display: block; overflow-x: auto; max-width: 100%;}
   .prose th, .prose td {white-space: nowrap;}
 }
+/* figures: a plot's component label sits above the figure, in the flow, never over the figure's title */
+.block:has(> .js-plotly-plot) > label[data-testid='block-label'].float {position: static; margin: 0 0 2px 0;}
+@media (max-width: 640px) {   /* a phone: a figure beside text or another figure takes the whole width */
+  .row:has(> .block > .js-plotly-plot) {flex-wrap: wrap;}
+  .row:has(> .block > .js-plotly-plot) > * {min-width: 100% !important;}
+}
 """
 PRESENTER_JS = "(on) => { document.body.classList.toggle('el-presenter', on); window.__elFit && window.__elFit(); return on; }"
 # clicking a tree node selects it for the q-vs-p view: Plotly's click events write "node:nonce" into a hidden
 # box and press a hidden button
-CLICK_JS = """() => {
+CLICK_JS = r"""() => {
   const send = (i) => {
     const box = document.querySelector('#el-click textarea, #el-click input');
     if (!box) return;
@@ -88,14 +94,14 @@ CLICK_JS = """() => {
   let sel = null, hover = null, pinned = true, lastTop = 0, promptOpen = false;
   const shownCycle = () => { const t = document.querySelector('.el-text[data-shown]'); return t ? t.dataset.shown : null; };
   const annIndex = (el, node) => (el.layout && el.layout.annotations || []).findIndex((a) => node === 'b'
-    ? !a.name && /\\((bonus|correction|first token)\\)\\s*$/.test(a.text || '') : a.name === 'node-' + node);
+    ? !a.name && /\((bonus|correction|first token)\)\s*$/.test(a.text || '') : a.name === 'node-' + node);
   const annNode = (el, target) => {    // the tree node of an annotation box under the pointer, or null
     const g = target && target.closest && target.closest('g.annotation');
     if (!g || !el.layout) return null;
     const a = (el.layout.annotations || [])[Number(g.getAttribute('data-index'))];
     if (!a) return null;
     if (a.name && a.name.startsWith('node-')) return a.name.slice(5);
-    return /\\((bonus|correction|first token)\\)\\s*$/.test(a.text || '') ? 'b' : null;
+    return /\((bonus|correction|first token)\)\s*$/.test(a.text || '') ? 'b' : null;
   };
   const tokensOf = (cyc, node) => {
     if (String(node) === '0') {   // the root is the last token the cycle before committed
@@ -168,43 +174,270 @@ CLICK_JS = """() => {
     lensDue = true;
     requestAnimationFrame(() => { lensDue = false; follow(); relight(); });
   };
-  // figure fonts follow the room: 1.35x in presenter mode, smaller on a phone-narrow plot (labels must not
-  // overlap); re-applied whenever the server sends a new figure (a new layout object)
-  const fit = (el) => {
-    if (!el.layout || !window.Plotly) return;
+  // figures: every figure fits its box, measured in the page (tests/test_browser_figures.py checks the result).
+  // Fonts follow the room (1.35x in presenter mode, smaller on a narrow plot); titles, subplot titles, axis titles,
+  // plain annotations and legend entries are wrapped to the width they have; a multi-panel figure on a phone-narrow
+  // plot is stacked, one panel per row; then the drawn text boxes are measured and the margins grown until no title
+  // is clipped or covered and the legend clears the axes. Re-applied whenever the server sends a new figure (a new
+  // layout object), on resize and when presenter mode changes.
+  const FAMILY = 'Inter, Segoe UI, Helvetica, Arial, sans-serif';
+  const ctx2d = document.createElement('canvas').getContext('2d');
+  const textPx = (s, px) => { ctx2d.font = `${px}px ${FAMILY}`; return ctx2d.measureText(s).width; };
+  const closeTag = (t) => '</' + (t.match(/^<\s*([a-z0-9]+)/i) || [0, 'span'])[1] + '>';
+  const wrapHtml = (html, maxPx, px) => {   // greedy word wrap of Plotly's pseudo-HTML; open tags are re-opened
+    html = String(html == null ? '' : html);
+    if (!html.trim() || !(maxPx > 20)) return html;
+    const stack = [];
+    let out = '', lineW = 0, space = '';
+    const k = () => (stack.some((t) => /^<su[pb]/i.test(t)) ? 0.72 : 1) * (stack.some((t) => /^<b[\s>]/i.test(t)) ? 1.08 : 1);
+    for (const part of html.match(/<[^>]*>|[^<]+/g) || []) {
+      if (part[0] === '<') {
+        if (/^<br/i.test(part)) { out += part; lineW = 0; space = ''; continue; }
+        if (/^<\//.test(part)) stack.pop(); else if (!/\/>$/.test(part)) stack.push(part);
+        out += part;
+        continue;
+      }
+      for (const wd of part.split(/( +)/)) {
+        if (!wd) continue;
+        if (/^ +$/.test(wd)) { space = wd; continue; }
+        const w = textPx(wd.replace(/&[#\w]+;/g, 'x'), px * k()), sw = space ? textPx(space, px * k()) : 0;
+        if (lineW > 0 && lineW + sw + w > maxPx) {
+          out += stack.slice().reverse().map(closeTag).join('') + '<br>' + stack.join('');
+          lineW = 0;
+        } else if (lineW > 0 || out) { out += space; lineW += sw; }
+        space = '';
+        out += wd;
+        lineW += w;
+      }
+    }
+    return out;
+  };
+  const axisKeys = (lay) => Object.keys(lay).filter((k) => /^[xy]axis\d*$/.test(k));
+  const axId = (key) => key[0] + key.slice(5);                // 'xaxis2' -> 'x2'
+  const axKey = (id) => id[0] + 'axis' + id.slice(1);         // 'x2' -> 'xaxis2'
+  const clearBg = (c) => !c || c === 'transparent' || /rgba\([^)]*,\s*0\)$/.test(c);
+  const snapshot = (el) => {   // what the server sent, before any fitting (every fit starts again from this)
+    const fl = el._fullLayout, lay = el.layout;   // texts from the layout (the full layout holds placeholders)
+    const text = (x) => (x && typeof x === 'object' ? x.text : x) || '';
+    const o = {font: fl.font.size, title: text(lay.title), titleFont: fl.title?.font?.size || 18, titleX: fl.title?.x ?? 0.01,
+               titleAnchor: fl.title?.xanchor, margin: {...fl.margin}, height: fl.height,
+               legend: fl.legend ? {font: fl.legend.font?.size || fl.font.size, x: fl.legend.x, y: fl.legend.y,
+                                    orientation: fl.legend.orientation, xanchor: fl.legend.xanchor,
+                                    yanchor: fl.legend.yanchor} : null,
+               showlegend: fl.showlegend, axes: {}, ann: [], names: el.data.map((t) => t.name),
+               textfont: (el._fullData || []).map((t) => (t.textfont && t.textfont.size) || null)};
+    axisKeys(fl).forEach((k) => { const a = fl[k];
+      o.axes[k] = {domain: [...a.domain], title: text((lay[k] || {}).title), titleFont: a.title?.font?.size,
+                   tick: a.tickfont?.size, anchor: a.anchor, visible: a.visible}; });
+    const subs = ((fl._subplots && fl._subplots.cartesian) || []);
+    (fl.annotations || []).forEach((a, i) => {
+      const node = (a.name || '').startsWith('node-') || !clearBg(a.bgcolor);
+      let sub = null;   // a make_subplots title: centred over its panel, on the panel's top edge
+      if (a.xref === 'paper' && a.yref === 'paper' && a.xanchor === 'center' && a.yanchor === 'bottom' && !a.showarrow)
+        sub = subs.find((id) => { const m = id.match(/^(x\d*)(y\d*)$/); if (!m) return false;
+          const xa = fl[axKey(m[1])], ya = fl[axKey(m[2])];
+          return Math.abs((xa.domain[0] + xa.domain[1]) / 2 - a.x) < 1e-3 && Math.abs(ya.domain[1] - a.y) < 1e-3; }) || null;
+      o.ann.push({text: text(((lay.annotations || [])[i] || {}).text), font: a.font?.size || fl.font.size, x: a.x, y: a.y, xref: a.xref, yref: a.yref,
+                  xanchor: a.xanchor, node, sub, wrap: !node && !a.showarrow && (a.xref === 'paper' || /domain$/.test(a.xref))});
+    });
+    o.subs = subs;
+    return o;
+  };
+  // the panels that hold data, as {id, x: xaxis key, y: yaxis key}, and whether they sit side by side
+  const panelsOf = (el, o) => o.subs.map((id) => { const m = id.match(/^(x\d*)(y\d*)$/);
+      return m && {id, x: axKey(m[1]), y: axKey(m[2])}; })
+    .filter((p) => p && o.axes[p.x] && o.axes[p.y] && el.data.some((t) => (t.xaxis || 'x') + (t.yaxis || 'y') === p.id));
+  const sideBySide = (ps, o) => ps.some((a) => ps.some((b) => a !== b &&
+    Math.min(o.axes[a.y].domain[1], o.axes[b.y].domain[1]) - Math.max(o.axes[a.y].domain[0], o.axes[b.y].domain[0]) > 0.01));
+  const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
+    const fr = el.getBoundingClientRect(), out = [];
+    const rel = (e, kind, idx) => { const r = e.getBoundingClientRect();
+      if (r.width > 0.5 && r.height > 0.5 && (e.textContent || '').trim())
+        out.push({kind, idx, l: r.left - fr.left, r: r.right - fr.left, t: r.top - fr.top, b: r.bottom - fr.top}); };
+    const anns = el._fullLayout.annotations || [];
+    el.querySelectorAll('.g-gtitle text.gtitle').forEach((e) => rel(e, 'title'));
+    el.querySelectorAll('.infolayer g.annotation').forEach((g) => { const a = anns[+g.getAttribute('data-index')] || {};
+      const t = g.querySelector('.annotation-text');
+      if (t) rel(t, (a.name || '').startsWith('node-') || !clearBg(a.bgcolor) ? 'node' : 'annotation', +g.getAttribute('data-index')); });
+    el.querySelectorAll('.infolayer text').forEach((e) => { if (/^[xy]\d*title$/.test(e.getAttribute('class') || '')) rel(e, 'axis'); });
+    el.querySelectorAll('.legend .legendtext').forEach((e) => rel(e, 'legend'));
+    el.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text').forEach((e) => rel(e, 'tick'));
+    return {w: fr.width, h: fr.height, items: out};
+  };
+  const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 2;
+  const fit = async (el) => {
+    if (!el.layout || !el._fullLayout || !window.Plotly || el.__elBusy) return;
     if (el.__elSeen !== el.layout) {
+      try { el.__elOrig = snapshot(el); } catch (e) { console.warn('fit', e); return; }
       el.__elSeen = el.layout;
-      el.__elOrig = {font: (el.layout.font || {}).size || 15, title: ((el.layout.title || {}).font || {}).size || 18,
-                     ann: (el.layout.annotations || []).map((a) => (a.font || {}).size || 15), scale: 1};
     }
+    const o = el.__elOrig;
     const presenter = document.body.classList.contains('el-presenter');
-    const w = el.clientWidth || 1000;
-    const scale = presenter ? 1.35 : (w < 560 ? 0.72 : (w < 760 ? 0.85 : 1));
-    if (el.__elOrig.scale === scale) return;
-    el.__elOrig.scale = scale;
-    const upd = {'font.size': el.__elOrig.font * scale, 'title.font.size': el.__elOrig.title * scale,
-                 'hoverlabel.font.size': 15 * scale};
-    el.__elOrig.ann.forEach((s, i) => { upd[`annotations[${i}].font.size`] = s * scale; });
-    const narrow = w < 560 && el.layout.xaxis2 && el.layout.xaxis && !el.closest('#el-stats');
-    if (narrow) {   // a phone: the first panel of a side-by-side figure, full width; the others hidden
-      el.__elOrig.domain = el.__elOrig.domain || el.layout.xaxis.domain;
-      upd['xaxis.domain'] = [0, 1];
-      for (const k of Object.keys(el.layout)) if (/^[xy]axis[2-9]$/.test(k)) upd[`${k}.visible`] = false;
-      (el.layout.annotations || []).forEach((a, i) => {
-        if (a.xref && a.xref !== 'paper' && a.xref !== 'x' && a.xref !== 'x domain') upd[`annotations[${i}].visible`] = false;
-        else if ((a.x || 0) > 0.5 && a.xref === 'paper' && i > 0) upd[`annotations[${i}].visible`] = false;
-        else if (i === 0 && a.xref === 'paper') upd['annotations[0].x'] = 0.5;
-      });
-      const hide = el.data.map((t) => (t.xaxis && t.xaxis !== 'x') ? false : true);
-      window.Plotly.restyle(el, {visible: hide});
+    const W = el.clientWidth;
+    if (!(W >= 50)) return;                       // a hidden tab: fitted when it is shown (its ResizeObserver)
+    const s = presenter ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1));
+    const key = `${s}:${Math.round(W)}`;
+    if (o.key === key) return;
+    const now = Date.now();   // a width that keeps changing (a scrollbar that comes and goes): a pause, not a loop
+    o.fits = (o.fits || []).filter((t) => now - t < 4000);
+    if (o.fits.length >= 6) {   // try again once the burst is over
+      if (!o.retry) o.retry = setTimeout(() => { o.retry = null; fit(el); }, 4000 - (now - o.fits[0]) + 50);
+      return;
     }
-    window.Plotly.relayout(el, upd).then(() => { el.__elSeen = el.layout; });
+    o.fits.push(now);
+    el.__elBusy = true;
+    try {
+      o.key = key;
+      const P = window.Plotly;
+      const fl = el._fullLayout;
+      const m = {...o.margin};
+      let H = o.height;
+      const upd = {'font.size': o.font * s, 'title.font.size': o.titleFont * s, 'hoverlabel.font.size': 15 * s,
+                   'title.yref': 'container', 'title.yanchor': 'top'};
+      ['t', 'b', 'l', 'r'].forEach((k) => { upd[`margin.${k}`] = o.margin[k]; });   // from the server's, each time
+      if (o.legend) Object.assign(upd, {'legend.font.size': o.legend.font * s, 'legend.x': o.legend.x, 'legend.y': o.legend.y,
+        'legend.orientation': o.legend.orientation, 'legend.xanchor': o.legend.xanchor, 'legend.yanchor': o.legend.yanchor});
+      // a narrow plot: a legend drawn inside the plot area moves below it (the pass below clears the axes)
+      if (o.legend && W < 560 && o.legend.y > 0 && o.legend.y <= 1 && o.legend.x >= 0 && o.legend.x < 1)
+        Object.assign(upd, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left', 'legend.y': -0.12,
+                            'legend.yanchor': 'top'});
+      // a phone: side-by-side panels stacked, each the full width, in reading order
+      const ps = panelsOf(el, o), stack = W < 560 && ps.length > 1 && sideBySide(ps, o);
+      const dom = {};
+      axisKeys(o.axes).forEach((k) => { dom[k] = o.axes[k].domain; });
+      o.ann.forEach((a, i) => { if (a.sub || (a.yref === 'paper' && !a.node)) {
+        upd[`annotations[${i}].x`] = a.x; upd[`annotations[${i}].y`] = a.y; } });
+      if (stack) {
+        ps.sort((a, b) => (o.axes[b.y].domain[1] - o.axes[a.y].domain[1]) || (o.axes[a.x].domain[0] - o.axes[b.x].domain[0]));
+        const plotH0 = o.height - o.margin.t - o.margin.b;
+        const heights = ps.map((p) => Math.max(150, (o.axes[p.y].domain[1] - o.axes[p.y].domain[0]) * plotH0));
+        const lineH = o.font * s * 1.35;
+        const above = ps.map((p, i) => { const a = o.ann.find((x) => x.sub === p.id);
+          if (!a || !i) return 0;
+          const lines = wrapHtml(a.text, W - m.l - m.r, a.font * s).split(/<br\s*\/?>/i).length;
+          return lines * a.font * s * 1.3 + 10; });
+        const rotated = (p) => { const ax = fl[p.x]; return ax.tickangle && ax.tickangle !== 'auto' && ax.tickangle % 180; };
+        const below = ps.map((p) => (fl[p.x].showticklabels === false ? 10 : (rotated(p) ? 7 : 2.2) * lineH)
+                                    + (o.axes[p.x].title ? 1.6 * lineH : 0) + 14);
+        const plotH = heights.reduce((x, y) => x + y, 0) + above.reduce((x, y) => x + y, 0)
+                      + below.slice(0, -1).reduce((x, y) => x + y, 0);
+        let y = 0;
+        ps.forEach((p, i) => {
+          y += above[i];
+          dom[p.x] = [0, 1];
+          dom[p.y] = [Math.max(0, 1 - (y + heights[i]) / plotH), Math.min(1, 1 - y / plotH)];
+          y += heights[i] + below[i];
+        });
+        H = o.height - plotH0 + plotH;
+        if (o.legend && o.legend.y < 0) upd['legend.y'] = o.legend.y * plotH0 / plotH;
+        o.ann.forEach((a, i) => {
+          const p = a.sub && ps.find((q) => q.id === a.sub);
+          if (p) { upd[`annotations[${i}].x`] = 0.5; upd[`annotations[${i}].y`] = dom[p.y][1]; }
+          else if (a.yref === 'paper' && !a.node) upd[`annotations[${i}].y`] = a.y >= 0 && a.y <= 1 ? a.y : a.y * plotH0 / plotH;
+        });
+      }
+      Object.keys(dom).forEach((k) => { upd[`${k}.domain`] = dom[k]; });
+      upd.height = H;
+      upd.width = W;   // the box's width (a plot hidden when the window was resized keeps its old one otherwise)
+      upd['title.y'] = 1 - 8 / H;   // the title's top 8 px below the figure's top; the margin below it is measured
+      // text wrapped to the room it has
+      const plotW = W - m.l - m.r, plotH = H - m.t - m.b;
+      const tx = o.titleAnchor === 'center' ? 2 * Math.min(o.titleX, 1 - o.titleX) * W : (1 - o.titleX) * W;
+      upd['title.text'] = wrapHtml(o.title, tx - 16, o.titleFont * s);
+      axisKeys(o.axes).forEach((k) => { const a = o.axes[k];
+        if (a.tick) upd[`${k}.tickfont.size`] = a.tick * s;
+        if (a.titleFont) upd[`${k}.title.font.size`] = a.titleFont * s;
+        const len = (dom[k][1] - dom[k][0]) * (k[0] === 'x' ? plotW : plotH);
+        if (a.title) upd[`${k}.title.text`] = wrapHtml(a.title, len - 8, (a.titleFont || o.font) * s); });
+      o.ann.forEach((a, i) => {
+        upd[`annotations[${i}].font.size`] = a.font * s;
+        if (!a.wrap) return;
+        let room;
+        if (a.sub) { const xk = axKey(a.sub.match(/^x\d*/)[0]); room = (dom[xk][1] - dom[xk][0]) * plotW;
+                     const c = m.l + (stack ? 0.5 : a.x) * plotW; room = Math.min(room + 8, 2 * Math.min(c, W - c)); }
+        else { const d = a.xref === 'paper' ? [0, 1] : dom[axKey(a.xref.split(' ')[0])] || [0, 1];
+               const c = m.l + (d[0] + a.x * (a.xref === 'paper' ? 1 : d[1] - d[0])) * plotW;
+               room = a.xanchor === 'left' ? W - c : a.xanchor === 'right' ? c : 2 * Math.min(c, W - c);
+               if (a.xref !== 'paper') room = Math.min(room, (d[1] - d[0]) * plotW + 10); }
+        upd[`annotations[${i}].text`] = wrapHtml(a.text, room - 10, a.font * s);
+      });
+      await P.relayout(el, upd);
+      // legend entries wrapped; trace text (bar labels, heatmap numbers) scaled
+      const names = o.names.map((n) => (n == null ? n : wrapHtml(n, W - 70, (o.legend ? o.legend.font : o.font) * s)));
+      const tf = o.textfont.map((z) => (z ? z * s : null));
+      const idx = [], nm = [], tsz = [];
+      o.names.forEach((n, i) => { if (names[i] !== el.data[i].name || (tf[i] && el.data[i].textfont && el.data[i].textfont.size !== tf[i])) {
+        idx.push(i); nm.push(names[i]); tsz.push(tf[i]); } });
+      if (idx.length) {
+        const st = {name: nm};
+        if (tsz.some((z) => z)) st['textfont.size'] = tsz.map((z, j) => z || o.textfont[idx[j]] || undefined);
+        await P.restyle(el, st, idx);
+      }
+      // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes
+      for (let pass = 0; pass < 4; pass++) {
+        const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
+        const plotHn = fz.height - mm.t - mm.b;
+        let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
+        const titles = bx.items.filter((b) => b.kind === 'title');
+        let down = 0;   // the title's own top (Plotly anchors a multi-line title's first line, not its box)
+        titles.forEach((t) => { down = Math.max(down, 6 - t.t); });
+        bx.items.forEach((b) => {
+          if (b.kind !== 'node' && b.kind !== 'title') dt = Math.max(dt, 2 - b.t);
+          db = Math.max(db, b.b - bx.h + 2);
+          if (b.kind === 'tick' || b.kind === 'axis') { dl = Math.max(dl, 2 - b.l); dr = Math.max(dr, b.r - bx.w + 2); }
+          titles.forEach((t) => { if (b !== t && hit(t, b) && b.t > t.t - 2) dt = Math.max(dt, t.b - b.t + 4); });
+        });
+        const leg = bx.items.filter((b) => b.kind === 'legend');
+        if (leg.length && fz.legend && fz.legend.y < 0.5) {
+          const top = Math.min(...leg.map((b) => b.t));
+          bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < top + 2)
+            legendDown = Math.max(legendDown, b.b - top + 6); });
+        }
+        // a subplot title that runs into the row above it: the plot grows until the gap between the rows holds both
+        let grow = 0;
+        bx.items.forEach((b) => {
+          const a = b.kind === 'annotation' && o.ann[b.idx];
+          if (!a || !a.sub) return;
+          const d = Math.max(0, ...bx.items.filter((x) => x !== b && x.kind !== 'node' && x.kind !== 'title' &&
+                                                  x.t + x.b < b.t + b.b && hit(x, b)).map((x) => x.b - b.t + 4));
+          if (!d) return;
+          const top = fz[axKey(a.sub.match(/y\d*$/)[0])].domain[1];
+          const gaps = axisKeys(fz).filter((k) => k[0] === 'y' && fz[k].domain[0] >= top - 1e-6).map((k) => fz[k].domain[0] - top);
+          const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
+          if (gaps.length) grow = Math.max(grow, d / gap);
+        });
+        if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0) break;
+        const u = {};
+        if (down > 0) dt = Math.max(dt, down);   // room for it below, too
+        if (dt > 0) { u['margin.t'] = mm.t + dt; }
+        if (legendDown > 0) { u['legend.y'] = fz.legend.y - legendDown / plotHn; db = Math.max(db, 0) + legendDown; }
+        if (db > 0) u['margin.b'] = mm.b + db;
+        if (dl > 0) u['margin.l'] = mm.l + dl;
+        if (dr > 0) u['margin.r'] = mm.r + dr;
+        u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
+        u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
+        await P.relayout(el, u);
+      }
+    } catch (e) {
+      console.warn('fit', e);
+    } finally {
+      el.__elSeen = el.layout;
+      el.__elBusy = false;
+      el.__elFitted = key;
+      setTimeout(() => fit(el), 0);   // a figure that arrived meanwhile
+    }
   };
   window.__elFit = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {
-    if (el.__elOrig) el.__elOrig.scale = null;
+    if (el.__elOrig) el.__elOrig.key = null;
     fit(el);
   });
-  const fitAll = () => document.querySelectorAll('.js-plotly-plot').forEach(fit);
+  const fitAll = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {
+    if (!el.__elRO && window.ResizeObserver) {   // a tab shown, a column resized: the plot's own size changes
+      el.__elRO = new ResizeObserver(() => fit(el));
+      el.__elRO.observe(el);
+    }
+    fit(el);
+  });
   new MutationObserver(() => { lens(); hook(); fitAll(); }).observe(document.body, {childList: true, subtree: true});
   window.addEventListener('resize', window.__elFit);
   hook();

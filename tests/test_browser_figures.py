@@ -1,0 +1,177 @@
+"""Every figure fits every screen (issue 23, point 4), measured from the rendered figures' text boxes in headless
+Chromium (tiny target): on the Lens (after a Step, and at one beat of Play), on every walkthrough step, on the
+"How can I" tab and on the Paper lab, at 1440x900, at 1280x720 with Presenter mode on, and on a 390x844 phone (one
+page, resized, so the run stays short).
+
+In each figure no two text labels overlap (the title, subplot titles and other annotations, axis titles, legend
+entries, tick labels against everything but other tick labels), none runs past the figure's edge, the gradio
+label of the gr.Plot block covers none of them, and every panel that holds data is shown; on a phone-narrow plot
+the panels are stacked (no two side by side). The tree's node boxes against each other are checked by
+test_browser_lesson.py (OVERLAPS_JS). A failure lists every offending pair by its texts.
+"""
+import time
+
+import pytest
+from test_browser import ARGS, CHROMIUM, playwright_api, server  # noqa: F401  (fixture + skips)
+
+pytestmark = pytest.mark.browser
+
+SIZES = {"1440x900": (1440, 900, False), "1280x720 presenter": (1280, 720, True), "390x844 phone": (390, 844, False)}
+
+# every problem of the figures on screen, as sentences naming the texts
+MEASURE_JS = """() => {
+  const bad = [];
+  const vis = (r) => r.width > 0.5 && r.height > 0.5;
+  const txt = (e) => (e.textContent || '').replace(/\\s+/g, ' ').trim();
+  const cut = (s) => s.length > 50 ? s.slice(0, 48) + '…' : s;
+  const clear = (c) => !c || c === 'transparent' || /rgba\\([^)]*,\\s*0\\)$/.test(c);
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((el) => el._fullLayout && vis(el.getBoundingClientRect()));
+  plots.forEach((el) => {
+    const fr = el.getBoundingClientRect();
+    const block = el.closest('.block');
+    const lab = block && block.querySelector(':scope > label[data-testid="block-label"]');
+    const head = el.querySelector('.g-gtitle text.gtitle') || el.querySelector('.infolayer g.annotation .annotation-text');
+    const name = `[${lab ? txt(lab) : 'plot'}] ${cut(head ? txt(head) : '')}`;
+    const anns = el._fullLayout.annotations || [];
+    const items = [];
+    const add = (kind, e) => { const r = e.getBoundingClientRect(), t = txt(e); if (vis(r) && t) items.push({kind, r, t}); };
+    el.querySelectorAll('.g-gtitle text.gtitle, .g-gtitle text.gtitle-subtitle').forEach((e) => add('title', e));
+    el.querySelectorAll('.infolayer g.annotation').forEach((g) => {
+      const a = anns[+g.getAttribute('data-index')] || {}, t = g.querySelector('.annotation-text');
+      if (t) add((a.name || '').startsWith('node-') || !clear(a.bgcolor) ? 'node box' : 'annotation', t);
+    });
+    el.querySelectorAll('.infolayer text').forEach((e) => {
+      if (/^[xy]\\d*title$/.test(e.getAttribute('class') || '')) add('axis title', e); });
+    el.querySelectorAll('.legend .legendtext').forEach((e) => add('legend entry', e));
+    el.querySelectorAll('.cbtitle text').forEach((e) => add('colour-bar title', e));
+    el.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text').forEach((e) => add('tick label', e));
+    if (lab && getComputedStyle(lab).display !== 'none' && vis(lab.getBoundingClientRect()))
+      items.push({kind: 'gradio label', r: lab.getBoundingClientRect(), t: txt(lab)});
+    const same = (a, b, k) => a.kind === k && b.kind === k;
+    for (let i = 0; i < items.length; i++) {
+      const a = items[i];
+      if (a.kind !== 'gradio label' && (a.r.left < fr.left - 1 || a.r.right > fr.right + 1 ||
+                                        a.r.top < fr.top - 1 || a.r.bottom > fr.bottom + 1))
+        bad.push(`${name}: ${a.kind} “${cut(a.t)}” runs past the figure's edge`);
+      for (let j = i + 1; j < items.length; j++) {
+        const b = items[j];
+        if (same(a, b, 'tick label') || same(a, b, 'node box')) continue;
+        const ox = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+        const oy = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+        if (ox > 2 && oy > 2) bad.push(`${name}: ${a.kind} “${cut(a.t)}” overlaps ${b.kind} “${cut(b.t)}”`);
+      }
+    }
+    // every panel that holds data is shown; on a phone-narrow plot they are stacked, one per row
+    const fl = el._fullLayout, panels = [];
+    ((fl._subplots && fl._subplots.cartesian) || []).forEach((id) => {
+      const p = fl._plots[id];
+      const traces = (el._fullData || []).filter((t) => (t.xaxis || 'x') + (t.yaxis || 'y') === id);
+      if (!p || !traces.length) return;
+      const shown = traces.some((t) => (el.data[t.index] || {}).visible !== false) && p.xaxis.visible !== false;
+      if (!shown || p.xaxis._length < 40 || p.yaxis._length < 40) bad.push(`${name}: panel ${id} is not shown`);
+      else panels.push({id, y0: p.yaxis._offset, y1: p.yaxis._offset + p.yaxis._length});
+    });
+    if (fr.width < 560) panels.forEach((a, i) => panels.slice(i + 1).forEach((b) => {
+      if (Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0) > 2)
+        bad.push(`${name}: panels ${a.id} and ${b.id} side by side on a ${Math.round(fr.width)} px plot`);
+    }));
+  });
+  return {bad, figures: plots.length};
+}"""
+
+# what changes while a figure is still being drawn or fitted: its size, margins, title and text boxes
+SIGNATURE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((el) => el._fullLayout).map((el) => {
+  const r = el.getBoundingClientRect(), l = el._fullLayout, t = el.querySelector('.gtitle');
+  return [Math.round(r.width), Math.round(r.height), l.height, l.margin.t, l.margin.b, l.margin.l, t && t.textContent,
+          el.querySelectorAll('text').length];
+})"""
+
+
+def settle(page, timeout=8.0):
+    """Wait until the figures stop changing (drawn, and fitted to their box)."""
+    last, t0 = None, time.time()
+    while time.time() - t0 < timeout:
+        page.wait_for_timeout(250)
+        sig = page.evaluate(SIGNATURE_JS)
+        if sig == last:
+            return
+        last = sig
+    # still moving after `timeout`: measure what is there
+
+
+def measure(page, where, problems):
+    page.wait_for_timeout(200)
+    out = page.evaluate(MEASURE_JS)
+    assert out["figures"] >= 1, f"{where}: no figure on screen"
+    problems += [f"{where}: {b}" for b in out["bad"]]
+    return out["figures"]
+
+
+def mark_figures(page):
+    page.evaluate("() => { window.__figPrev = [...document.querySelectorAll('.js-plotly-plot')].map((e) => e.layout); }")
+
+
+def figure_changed(page, timeout=20000):
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some((e) => e.layout && "
+                           "!(window.__figPrev || []).includes(e.layout) && e.getBoundingClientRect().width > 0)",
+                           timeout=timeout)
+
+
+def walk(page, where, problems, forward: bool):
+    """Every walkthrough step's figure, from the first step to the last (or back)."""
+    n = page.evaluate("() => [...document.querySelectorAll('input[type=radio]')]"
+                      ".filter((e) => /^\\d+\\. /.test(e.value)).length")
+    assert n >= 7, f"{n} walkthrough steps"
+    order = list(range(n)) if forward else list(range(n - 1, -1, -1))
+    for k, i in enumerate(order):
+        if k:
+            mark_figures(page)
+            page.locator("#el-walk-next" if forward else "#el-walk-prev").click()
+            page.wait_for_function("() => [...document.querySelectorAll('input[type=radio]')].some("
+                                   f"(e) => e.checked && e.value.startsWith('{i + 1}. '))", timeout=10000)
+            figure_changed(page)
+        settle(page)
+        measure(page, f"{where} walkthrough step {i + 1}", problems)
+
+
+def test_every_figure_fits_every_screen(server):  # noqa: F811
+    """One page, resized: 1440x900, then 1280x720 in presenter mode, then a 390x844 phone."""
+    problems = []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(server)
+        page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
+        page.locator("#el-step").click()
+        page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.includes('prefill')",
+                               timeout=30000)
+        page.get_by_text("Tree attention mask", exact=True).first.click()   # its accordion open
+        for k, size in enumerate(SIZES):
+            w, h, presenter = SIZES[size]
+            page.set_viewport_size({"width": w, "height": h})
+            box = page.get_by_label("Presenter mode (large type)")
+            if box.is_checked() != presenter:
+                box.set_checked(presenter)
+            # the Lens after a Step (a new cycle each time), then one beat of Play (it replaces the tree)
+            page.get_by_role("tab", name="Lens").click()
+            mark_figures(page)
+            page.locator("#el-step").click()
+            page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?"
+                                   f".startsWith('Cycle {k + 1}')", timeout=30000)
+            settle(page)
+            assert measure(page, f"{size} Lens", problems) >= 5, "tree, probabilities, mask, statistics, race"
+            mark_figures(page)
+            page.locator("#el-beat-prev").click()
+            figure_changed(page)
+            settle(page)
+            measure(page, f"{size} Lens, a beat of Play", problems)
+            page.get_by_role("tab", name="Walkthrough").click()
+            walk(page, size, problems, forward=k % 2 == 0)
+            page.get_by_role("tab", name="How can I").click()
+            settle(page)
+            measure(page, f"{size} How can I", problems)
+            page.get_by_role("tab", name="Paper lab").click()
+            settle(page)
+            assert measure(page, f"{size} Paper lab", problems) >= 5
+        browser.close()
+    assert not problems, f"{len(problems)} figure problems:\n" + "\n".join(problems)
