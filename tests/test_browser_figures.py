@@ -3,11 +3,11 @@ Chromium (tiny target): on the Lens (after a Step, and at one beat of Play), on 
 "How can I" tab and on the Paper lab, at 1440x900, at 1280x720 with Presenter mode on, and on a 390x844 phone (one
 page, resized, so the run stays short).
 
-In each figure no two text labels overlap (the title, subplot titles and other annotations, axis titles, legend
-entries, tick labels against everything but other tick labels), none runs past the figure's edge, the gradio
-label of the gr.Plot block covers none of them, and every panel that holds data is shown; on a phone-narrow plot
-the panels are stacked (no two side by side). The tree's node boxes against each other are checked by
-test_browser_lesson.py (OVERLAPS_JS). A failure lists every offending pair by its texts.
+In each figure no two text labels overlap (the title, subplot titles and other annotations, the tree's and the
+beats' node labels, axis titles, legend entries, tick labels against everything but other tick labels), none runs
+past the figure's edge, the gradio label of the gr.Plot block covers none of them, and every panel that holds data
+is shown; on a phone-narrow plot the panels are stacked (no two side by side). (test_browser_lesson.py's
+OVERLAPS_JS checks the tree's node boxes, borders included.) A failure lists every offending pair by its texts.
 """
 import time
 
@@ -55,7 +55,7 @@ MEASURE_JS = """() => {
         bad.push(`${name}: ${a.kind} “${cut(a.t)}” runs past the figure's edge`);
       for (let j = i + 1; j < items.length; j++) {
         const b = items[j];
-        if (same(a, b, 'tick label') || same(a, b, 'node box')) continue;
+        if (same(a, b, 'tick label')) continue;
         const ox = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
         const oy = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
         if (ox > 2 && oy > 2) bad.push(`${name}: ${a.kind} “${cut(a.t)}” overlaps ${b.kind} “${cut(b.t)}”`);

@@ -88,10 +88,10 @@ def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
         if i == 0:
             text, bg, border = esc(show_token(x["text"])), "#0072B2", "#0072B2"
         elif verify:
-            text = f"{esc(show_token(x['text']))}<br><span style='font-size:13px'>p {pct(x['p'])}</span>"
+            text = f"{esc(show_token(x['text'], 10))}<br>p {pct(x['p'])}"
             bg, border = "#dbe9f6", TARGET_P
         else:
-            text = f"{esc(show_token(x['text']))}<br><span style='font-size:13px'>q {pct(x['q'])}</span>"
+            text = f"{esc(show_token(x['text'], 10))}<br>q {pct(x['q'])}"
             bg, border = "#f3dcea", DRAFT_Q
         new = (not verify and x["depth"] == depth_shown) or (verify and i > 0)
         labels.append(dict(x=pos[i][0], y=pos[i][1], text=text, showarrow=False,
@@ -103,11 +103,11 @@ def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
         fig.add_shape(type="rect", x0=0.5, x1=max(pos[i][0] for i in shown) + 0.5, y0=min(ys) - 0.55,
                       y1=max(ys) + 0.55, line=dict(color=TARGET_P, width=3, dash="dash"), fillcolor="rgba(0,0,0,0)")
     leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
-    maxd = max(p[0] for p in pos.values()) + 1
+    maxd = max(p[0] for p in pos.values())   # the bonus column comes with the last beat (the full tree view)
     fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
                      ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
                      zeroline=False, side="top")
     fig.update_yaxes(visible=False, range=[-leaves - 0.3, 0.7])
     base_layout(fig, beat_title(rec, beat), height=height or max(340, min(1700, 150 + 50 * (leaves + 1))))
-    fig.update_layout(margin=dict(l=20, r=20, t=85, b=30))
+    fig.update_layout(margin=dict(l=20, r=20, t=70, b=30))
     return fig

@@ -212,6 +212,13 @@ CLICK_JS = r"""() => {
     }
     return out;
   };
+  const shorten = (html, n) => String(html).split(/<br\s*\/?>/i).map((line) => {   // plain lines only
+    if (/</.test(line) || line.replace(/&[#\w]+;/g, 'x').length <= n) return line;
+    let k = n - 1;
+    const amp = line.lastIndexOf('&', k);
+    if (amp >= 0 && line.indexOf(';', amp) >= k) k = amp;   // never inside an entity
+    return line.slice(0, k) + '…';
+  }).join('<br>');
   const axisKeys = (lay) => Object.keys(lay).filter((k) => /^[xy]axis\d*$/.test(k));
   const axId = (key) => key[0] + key.slice(5);                // 'xaxis2' -> 'x2'
   const axKey = (id) => id[0] + 'axis' + id.slice(1);         // 'x2' -> 'xaxis2'
@@ -288,6 +295,7 @@ CLICK_JS = r"""() => {
     el.__elBusy = true;
     try {
       o.key = key;
+      o.nodeLimit = null;
       const P = window.Plotly;
       const fl = el._fullLayout;
       const m = {...o.margin};
@@ -303,6 +311,7 @@ CLICK_JS = r"""() => {
                             'legend.yanchor': 'top'});
       // a phone: side-by-side panels stacked, each the full width, in reading order
       const ps = panelsOf(el, o), stack = W < 560 && ps.length > 1 && sideBySide(ps, o);
+      if (o.shortened) { o.shortened = false; o.ann.forEach((a, i) => { if (a.node) upd[`annotations[${i}].text`] = a.text; }); }
       const dom = {};
       axisKeys(o.axes).forEach((k) => { dom[k] = o.axes[k].domain; });
       o.ann.forEach((a, i) => { if (a.sub || (a.yref === 'paper' && !a.node)) {
@@ -374,7 +383,7 @@ CLICK_JS = r"""() => {
         await P.restyle(el, st, idx);
       }
       // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes
-      for (let pass = 0; pass < 4; pass++) {
+      for (let pass = 0; pass < 6; pass++) {
         const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
         const plotHn = fz.height - mm.t - mm.b;
         let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
@@ -406,7 +415,14 @@ CLICK_JS = r"""() => {
           const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
           if (gaps.length) grow = Math.max(grow, d / gap);
         });
-        if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0) break;
+        // node labels (the tree's boxes) that run into each other on a narrow plot: their token texts cut shorter
+        const nodes = bx.items.filter((b) => b.kind === 'node');
+        let cut = 0;
+        if (nodes.some((a, i) => nodes.slice(i + 1).some((b) => hit(a, b))) && (o.nodeLimit || 14) > 5) {
+          o.nodeLimit = (o.nodeLimit || 14) - 2;
+          cut = o.nodeLimit;
+        }
+        if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut) break;
         const u = {};
         if (down > 0) dt = Math.max(dt, down);   // room for it below, too
         if (dt > 0) { u['margin.t'] = mm.t + dt; }
@@ -416,6 +432,7 @@ CLICK_JS = r"""() => {
         if (dr > 0) u['margin.r'] = mm.r + dr;
         u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
         u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
+        if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
         await P.relayout(el, u);
       }
     } catch (e) {
