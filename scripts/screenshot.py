@@ -1,6 +1,7 @@
 """Screenshot of the running app for the README (assets/screenshot.png), taken with headless Chromium.
 
-    python scripts/screenshot.py [--target embedded] [--out assets/screenshot.png] [--run]
+    python scripts/screenshot.py [--target embedded] [--out assets/screenshot.png] [--run] [--width W --height H]
+        [--presenter] [--tab NAME] [--full-page]
 
 Starts app.py on a free port, waits for the live model, optionally presses Run, and saves the top of the Lens
 tab (prompt, generated text, statistics cards, draft tree). Needs the python `playwright` package and Chromium.
@@ -30,6 +31,7 @@ def main(argv=None):
     ap.add_argument("--height", type=int, default=1250)
     ap.add_argument("--width", type=int, default=1500, help="viewport width (390 for a phone, 1280 a projector)")
     ap.add_argument("--full-page", action="store_true", help="the whole scrolled page, not just the viewport")
+    ap.add_argument("--presenter", action="store_true", help="turn Presenter mode on first (a projector)")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
     with socket.socket() as s:
@@ -52,6 +54,9 @@ def main(argv=None):
             page.goto(url)
             page.wait_for_selector("#el-tree .js-plotly-plot", timeout=120000)
             page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=300000)
+            if args.presenter:
+                page.locator("#el-presenter input").check()
+                page.wait_for_function("() => document.body.classList.contains('el-presenter')", timeout=10000)
             if args.run:
                 page.locator("#el-run").click()
                 page.wait_for_function("() => document.body.innerText.includes('Generation finished')",
