@@ -18,22 +18,30 @@ def beat_count(rec) -> int:
     return max(n["depth"] for n in rec["nodes"]) + 2
 
 
+def beat_phase(rec: dict, beat: int) -> tuple[str, int, int]:
+    """Which part of the cycle a beat shows: ("prefill" | "draft" | "verify" | "accept", draft level, tree depth)."""
+    n = beat_count(rec)
+    if n == 1:
+        return "prefill", 0, 0
+    depth = n - 2
+    if beat < depth:
+        return "draft", beat + 1, depth
+    return ("verify" if beat == depth else "accept"), 0, depth
+
+
 def beat_caption(rec, beat: int) -> str:
     """One plain sentence for the beat."""
     rec = as_dict(rec)
-    n = beat_count(rec)
-    if n == 1:
+    phase, d, depth = beat_phase(rec, beat)
+    if phase == "prefill":
         return "Prefill: the target reads the prompt in one pass and picks the first token; no tree yet."
-    depth = n - 2
-    drafted = len(rec["nodes"]) - 1
-    if beat < depth:
-        d = beat + 1
+    if phase == "draft":
         k = sum(1 for x in rec["nodes"] if x["depth"] == d)
         return (f"Beat 1 · Draft, level {d} of {depth}: the small head proposes {k} token{'s' if k != 1 else ''} "
                 f"from its own predicted features (purple: its probability q). The big model has not run yet.")
-    if beat == depth:
-        return (f"Beat 2 · Verify: the target reads all {drafted} drafted tokens in ONE forward pass (each sees only "
-                f"its ancestors) and scores every one (blue: its probability p).")
+    if phase == "verify":
+        return (f"Beat 2 · Verify: the target reads all {len(rec['nodes']) - 1} drafted tokens in ONE forward pass "
+                f"(each sees only its ancestors) and scores every one (blue: its probability p).")
     kind = rec["bonus_kind"]
     return (f"Beat 3 · Accept: walking from the root, the target keeps {rec['accept_length']} drafted token"
             f"{'s' if rec['accept_length'] != 1 else ''} (✓), then adds its own {kind} token "
@@ -43,16 +51,14 @@ def beat_caption(rec, beat: int) -> str:
 def beat_label(rec, beat: int) -> str:
     """A short name of the beat for the figure's title (the sentence, beat_caption, is the text beside it)."""
     rec = as_dict(rec)
-    n = beat_count(rec)
-    if n == 1:
-        return "prefill"
-    depth = n - 2
-    if beat < depth:
-        return f"Draft, level {beat + 1} of {depth}"
-    if beat == depth:
+    phase, d, depth = beat_phase(rec, beat)
+    if phase == "draft":
+        return f"Draft, level {d} of {depth}"
+    if phase == "verify":
         return "Verify: one target pass"
-    kind = rec["bonus_kind"]
-    return f"Accept: {rec['accept_length']} kept + 1 {kind}"
+    if phase == "accept":
+        return f"Accept: {rec['accept_length']} kept + 1 {rec['bonus_kind']}"
+    return "prefill"
 
 
 def beat_title(rec, beat: int) -> str:
