@@ -87,6 +87,39 @@ SIGNATURE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter
 })"""
 
 
+# a figure fitted before it was drawn (views/page.py's react wrapper: a Run's streamed trees) against the same
+# figure as sent, drawn beside it and fitted after drawing: the same fonts, wrapped texts, margins and size
+PREFIT_JS = """async () => {
+  const out = {checked: 0, bad: []};
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((el) => el.__elPrefit && el.__elSeen === el.layout
+    && el.getBoundingClientRect().width > 0);
+  for (const el of plots) {
+    const [data, layout] = JSON.parse(el.__elPrefit);
+    const scratch = document.createElement('div');
+    scratch.style.width = el.clientWidth + 'px';
+    el.parentElement.appendChild(scratch);
+    await window.Plotly.newPlot(scratch, data, layout);
+    const t0 = Date.now();
+    while ((scratch.__elFitted === undefined || scratch.__elBusy) && Date.now() - t0 < 8000)
+      await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 300));
+    const view = (g) => { const l = g._fullLayout;
+      return {width: Math.round(l.width), height: Math.round(l.height), title: l.title.text, font: l.font.size,
+              titleFont: l.title.font.size, margin: ['t', 'b', 'l', 'r'].map((k) => Math.round(l.margin[k])),
+              ann: (l.annotations || []).map((a) => [a.text, (a.font || {}).size, +a.x.toFixed(3), +a.y.toFixed(3)]),
+              axes: Object.keys(l).filter((k) => /^[xy]axis\\d*$/.test(k)).map((k) => [k, l[k].domain.map((d) => +d.toFixed(3)),
+                    (l[k].tickfont || {}).size, (l[k].title || {}).text || '']),
+              names: g.data.map((t) => t.name)}; };
+    const a = JSON.stringify(view(el)), b = JSON.stringify(view(scratch));
+    if (a !== b) out.bad.push(`fitted before drawing: ${a.slice(0, 600)}\\n   fitted after drawing: ${b.slice(0, 600)}`);
+    out.checked++;
+    window.Plotly.purge(scratch);
+    scratch.remove();
+  }
+  return out;
+}"""
+
+
 def settle(page, timeout=8.0):
     """Wait until the figures stop changing (drawn, and fitted to their box)."""
     last, t0 = None, time.time()
@@ -99,9 +132,13 @@ def settle(page, timeout=8.0):
     # still moving after `timeout`: measure what is there
 
 
-def measure(page, where, problems):
+def measure(page, where, problems, prefit=None):
     page.wait_for_timeout(200)
     out = page.evaluate(MEASURE_JS)
+    if prefit is not None:
+        pre = page.evaluate(PREFIT_JS)
+        prefit[0] += pre["checked"]
+        problems += [f"{where}: {b}" for b in pre["bad"]]
     assert out["figures"] >= 1, f"{where}: no figure on screen"
     problems += [f"{where}: {b}" for b in out["bad"]]
     return out["figures"]
@@ -136,7 +173,7 @@ def walk(page, where, problems, forward: bool):
 
 def test_every_figure_fits_every_screen(server):  # noqa: F811
     """One page, resized: 1440x900, then 1280x720 in presenter mode, then a 390x844 phone."""
-    problems = []
+    problems, prefit = [], [0]
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -159,7 +196,7 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
             page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?"
                                    f".startsWith('Cycle {k + 1}')", timeout=30000)
             settle(page)
-            assert measure(page, f"{size} Lens", problems) >= 5, "tree, probabilities, mask, statistics, race"
+            assert measure(page, f"{size} Lens", problems, prefit) >= 5, "tree, probabilities, mask, statistics, race"
             mark_figures(page)
             page.locator("#el-beat-prev").click()
             figure_changed(page)
@@ -175,3 +212,4 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
             assert measure(page, f"{size} Paper lab", problems) >= 5
         browser.close()
     assert not problems, f"{len(problems)} figure problems:\n" + "\n".join(problems)
+    assert prefit[0] >= 3, f"only {prefit[0]} figures were fitted before drawing: the check above compared nothing"

@@ -34,9 +34,12 @@ def start_race(page, url, max_new: int, presenter: bool = False):
     box = page.locator("input[type=number][aria-label*='Max new tokens']").first
     if not box.is_visible():         # the settings may be folded away: open their accordion
         page.locator("button, .label-wrap", has_text=re.compile("^Settings")).first.click()
-    box.fill(str(max_new))
-    box.press("Enter")
-    page.wait_for_timeout(300)
+    for _ in range(3):   # a settings update the page sent while loading can answer after the fill: fill again
+        box.fill(str(max_new))
+        box.press("Enter")
+        page.wait_for_timeout(500)
+        if box.input_value() == str(max_new):
+            break
     assert box.input_value() == str(max_new), box.input_value()
     page.locator("#el-race").scroll_into_view_if_needed()
     page.locator("#el-race").click()

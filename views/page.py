@@ -223,37 +223,76 @@ CLICK_JS = r"""() => {
   const axId = (key) => key[0] + key.slice(5);                // 'xaxis2' -> 'x2'
   const axKey = (id) => id[0] + 'axis' + id.slice(1);         // 'x2' -> 'xaxis2'
   const clearBg = (c) => !c || c === 'transparent' || /rgba\([^)]*,\s*0\)$/.test(c);
+  const textOf = (x) => (x && typeof x === 'object' ? x.text : x) || '';
+  const num = (v, d) => (typeof v === 'number' ? v : d);
+  const subsOf = (o) => o.ann.forEach((a) => {   // a make_subplots title: centred over its panel, on its top edge
+    a.sub = a.xref === 'paper' && a.yref === 'paper' && a.xanchor === 'center' && a.yanchor === 'bottom' && !a.showarrow
+      ? o.subs.find((id) => { const m = id.match(/^(x\d*)(y\d*)$/); if (!m) return false;
+          const xa = o.axes[axKey(m[1])], ya = o.axes[axKey(m[2])];
+          return xa && ya && Math.abs((xa.domain[0] + xa.domain[1]) / 2 - a.x) < 1e-3 && Math.abs(ya.domain[1] - a.y) < 1e-3; }) || null
+      : null;
+    a.wrap = !a.node && !a.showarrow && (a.xref === 'paper' || /domain$/.test(a.xref));
+  });
   const snapshot = (el) => {   // what the server sent, before any fitting (every fit starts again from this)
     const fl = el._fullLayout, lay = el.layout;   // texts from the layout (the full layout holds placeholders)
-    const text = (x) => (x && typeof x === 'object' ? x.text : x) || '';
-    const o = {font: fl.font.size, title: text(lay.title), titleFont: fl.title?.font?.size || 18, titleX: fl.title?.x ?? 0.01,
+    const o = {font: fl.font.size, title: textOf(lay.title), titleFont: fl.title?.font?.size || 18, titleX: fl.title?.x ?? 0.01,
                titleAnchor: fl.title?.xanchor, margin: {...fl.margin}, height: fl.height,
                legend: fl.legend ? {font: fl.legend.font?.size || fl.font.size, x: fl.legend.x, y: fl.legend.y,
                                     orientation: fl.legend.orientation, xanchor: fl.legend.xanchor,
                                     yanchor: fl.legend.yanchor} : null,
                showlegend: fl.showlegend, axes: {}, ann: [], names: el.data.map((t) => t.name),
-               textfont: (el._fullData || []).map((t) => (t.textfont && t.textfont.size) || null)};
+               traces: el.data.map((t) => (t.xaxis || 'x') + (t.yaxis || 'y')),
+               textfont: (el._fullData || []).map((t) => (t.textfont && t.textfont.size) || null),
+               subs: [...((fl._subplots && fl._subplots.cartesian) || [])]};
     axisKeys(fl).forEach((k) => { const a = fl[k];
-      o.axes[k] = {domain: [...a.domain], title: text((lay[k] || {}).title), titleFont: a.title?.font?.size,
-                   tick: a.tickfont?.size, anchor: a.anchor, visible: a.visible}; });
-    const subs = ((fl._subplots && fl._subplots.cartesian) || []);
+      o.axes[k] = {domain: [...a.domain], title: textOf((lay[k] || {}).title), titleFont: a.title?.font?.size,
+                   tick: a.tickfont?.size, anchor: a.anchor, visible: a.visible, tickangle: a.tickangle,
+                   showticklabels: a.showticklabels}; });
     (fl.annotations || []).forEach((a, i) => {
-      const node = (a.name || '').startsWith('node-') || !clearBg(a.bgcolor);
-      let sub = null;   // a make_subplots title: centred over its panel, on the panel's top edge
-      if (a.xref === 'paper' && a.yref === 'paper' && a.xanchor === 'center' && a.yanchor === 'bottom' && !a.showarrow)
-        sub = subs.find((id) => { const m = id.match(/^(x\d*)(y\d*)$/); if (!m) return false;
-          const xa = fl[axKey(m[1])], ya = fl[axKey(m[2])];
-          return Math.abs((xa.domain[0] + xa.domain[1]) / 2 - a.x) < 1e-3 && Math.abs(ya.domain[1] - a.y) < 1e-3; }) || null;
-      o.ann.push({text: text(((lay.annotations || [])[i] || {}).text), font: a.font?.size || fl.font.size, x: a.x, y: a.y, xref: a.xref, yref: a.yref,
-                  xanchor: a.xanchor, node, sub, wrap: !node && !a.showarrow && (a.xref === 'paper' || /domain$/.test(a.xref))});
+      o.ann.push({text: textOf(((lay.annotations || [])[i] || {}).text), font: a.font?.size || fl.font.size, x: a.x, y: a.y,
+                  xref: a.xref, yref: a.yref, xanchor: a.xanchor, yanchor: a.yanchor, showarrow: !!a.showarrow,
+                  node: (a.name || '').startsWith('node-') || !clearBg(a.bgcolor)});
     });
-    o.subs = subs;
+    subsOf(o);
     return o;
   };
+  // The same description read off the figure as the server sent it (no full layout yet: nothing drawn), taking
+  // what the figure leaves to Plotly's defaults from the last figure of its kind, `p`. Trusted for a kind only
+  // once it reproduced a measured snapshot exactly (fit below), and only while the kind's shape stays the same.
+  const kindOf = (lay, data) => JSON.stringify([axisKeys(lay), lay.margin, lay.height, lay.font, lay.legend && lay.legend.font,
+    (lay.annotations || []).filter((a) => !(a.name || '').startsWith('node-')).length,
+    data.map((t) => [t.type, t.xaxis, t.yaxis, t.textfont && t.textfont.size])]);
+  const fromRaw = (lay, data, p) => {
+    const t = lay.title && typeof lay.title === 'object' ? lay.title : {}, lg = lay.legend || {};
+    const o = {font: num((lay.font || {}).size, p.font), title: textOf(lay.title), titleFont: num((t.font || {}).size, p.titleFont),
+               titleX: num(t.x, p.titleX), titleAnchor: t.xanchor ?? p.titleAnchor, margin: {...p.margin, ...(lay.margin || {})},
+               height: num(lay.height, p.height),
+               legend: p.legend ? {font: num((lg.font || {}).size, p.legend.font), x: num(lg.x, p.legend.x), y: num(lg.y, p.legend.y),
+                                   orientation: lg.orientation ?? p.legend.orientation, xanchor: lg.xanchor ?? p.legend.xanchor,
+                                   yanchor: lg.yanchor ?? p.legend.yanchor} : null,
+               showlegend: p.showlegend, axes: {}, ann: [], names: data.map((x) => x.name),
+               traces: data.map((x) => (x.xaxis || 'x') + (x.yaxis || 'y')),
+               textfont: data.map((x, i) => num((x.textfont || {}).size, p.textfont[i] ?? null)),
+               subs: [...p.subs]};
+    Object.keys(p.axes).forEach((k) => { const a = lay[k] || {}, q = p.axes[k];
+      o.axes[k] = {domain: Array.isArray(a.domain) ? [...a.domain] : [...q.domain], title: textOf(a.title),
+                   titleFont: num((a.title && typeof a.title === 'object' && a.title.font || {}).size, q.titleFont),
+                   tick: num((a.tickfont || {}).size, q.tick), anchor: a.anchor ?? q.anchor, visible: a.visible ?? q.visible,
+                   tickangle: a.tickangle ?? q.tickangle, showticklabels: a.showticklabels ?? q.showticklabels}; });
+    (lay.annotations || []).forEach((a) => {
+      o.ann.push({text: textOf(a.text), font: num((a.font || {}).size, o.font), x: num(a.x, 0.5), y: num(a.y, 0.5),
+                  xref: a.xref ?? 'x', yref: a.yref ?? 'y', xanchor: a.xanchor ?? 'auto', yanchor: a.yanchor ?? 'auto',
+                  showarrow: a.showarrow ?? true, node: (a.name || '').startsWith('node-') || !clearBg(a.bgcolor)});
+    });
+    subsOf(o);
+    return o;
+  };
+  const canon = (x) => JSON.stringify(x, (k, v) => (v && typeof v === 'object' && !Array.isArray(v)
+    ? Object.keys(v).sort().reduce((r, q) => { r[q] = v[q]; return r; }, {}) : v));
   // the panels that hold data, as {id, x: xaxis key, y: yaxis key}, and whether they sit side by side
-  const panelsOf = (el, o) => o.subs.map((id) => { const m = id.match(/^(x\d*)(y\d*)$/);
+  const panelsOf = (o) => o.subs.map((id) => { const m = id.match(/^(x\d*)(y\d*)$/);
       return m && {id, x: axKey(m[1]), y: axKey(m[2])}; })
-    .filter((p) => p && o.axes[p.x] && o.axes[p.y] && el.data.some((t) => (t.xaxis || 'x') + (t.yaxis || 'y') === p.id));
+    .filter((p) => p && o.axes[p.x] && o.axes[p.y] && o.traces.includes(p.id));
   const sideBySide = (ps, o) => ps.some((a) => ps.some((b) => a !== b &&
     Math.min(o.axes[a.y].domain[1], o.axes[b.y].domain[1]) - Math.max(o.axes[a.y].domain[0], o.axes[b.y].domain[0]) > 0.01));
   const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
@@ -272,17 +311,173 @@ CLICK_JS = r"""() => {
     return {w: fr.width, h: fr.height, items: out};
   };
   const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 2;
+  // The first update of a fit, from the server's figure `o`: fonts for the room, text
+  // wrapped to the width it has, a phone's side-by-side panels stacked, and the margins a figure of the same kind
+  // needed last time at this size (`memo`; the measured pass below grows them where this one needs more). Pure:
+  // text widths come from a canvas.
+  const memos = {};   // by the figure's block: Gradio may draw each new figure into a new element
+  const memoKey = (el) => { const b = el.closest('[id]'); return b ? b.id : ''; };
+  const plan = (el, o, W, s, key) => {
+    const m = {...o.margin};
+    let H = o.height;
+    const upd = {'font.size': o.font * s, 'title.font.size': o.titleFont * s, 'hoverlabel.font.size': 15 * s,
+                 'title.yref': 'container', 'title.yanchor': 'top'};
+    ['t', 'b', 'l', 'r'].forEach((k) => { upd[`margin.${k}`] = o.margin[k]; });   // from the server's, each time
+    if (o.legend) Object.assign(upd, {'legend.font.size': o.legend.font * s, 'legend.x': o.legend.x, 'legend.y': o.legend.y,
+      'legend.orientation': o.legend.orientation, 'legend.xanchor': o.legend.xanchor, 'legend.yanchor': o.legend.yanchor});
+    // a narrow plot: a legend drawn inside the plot area moves below it (the pass below clears the axes)
+    if (o.legend && W < 560 && o.legend.y > 0 && o.legend.y <= 1 && o.legend.x >= 0 && o.legend.x < 1)
+      Object.assign(upd, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left', 'legend.y': -0.12,
+                          'legend.yanchor': 'top'});
+    // a phone: side-by-side panels stacked, each the full width, in reading order
+    const ps = panelsOf(o), stack = W < 560 && ps.length > 1 && sideBySide(ps, o);
+    const dom = {};
+    axisKeys(o.axes).forEach((k) => { dom[k] = o.axes[k].domain; });
+    o.ann.forEach((a, i) => { if (a.sub || (a.yref === 'paper' && !a.node)) {
+      upd[`annotations[${i}].x`] = a.x; upd[`annotations[${i}].y`] = a.y; } });
+    if (stack) {
+      ps.sort((a, b) => (o.axes[b.y].domain[1] - o.axes[a.y].domain[1]) || (o.axes[a.x].domain[0] - o.axes[b.x].domain[0]));
+      const plotH0 = o.height - o.margin.t - o.margin.b;
+      const heights = ps.map((p) => Math.max(150, (o.axes[p.y].domain[1] - o.axes[p.y].domain[0]) * plotH0));
+      const lineH = o.font * s * 1.35;
+      const above = ps.map((p, i) => { const a = o.ann.find((x) => x.sub === p.id);
+        if (!a || !i) return 0;
+        const lines = wrapHtml(a.text, W - m.l - m.r, a.font * s).split(/<br\s*\/?>/i).length;
+        return lines * a.font * s * 1.3 + 10; });
+      const rotated = (p) => { const ax = o.axes[p.x]; return ax.tickangle && ax.tickangle !== 'auto' && ax.tickangle % 180; };
+      const below = ps.map((p) => (o.axes[p.x].showticklabels === false ? 10 : (rotated(p) ? 7 : 2.2) * lineH)
+                                  + (o.axes[p.x].title ? 1.6 * lineH : 0) + 14);
+      const plotH = heights.reduce((x, y) => x + y, 0) + above.reduce((x, y) => x + y, 0)
+                    + below.slice(0, -1).reduce((x, y) => x + y, 0);
+      let y = 0;
+      ps.forEach((p, i) => {
+        y += above[i];
+        dom[p.x] = [0, 1];
+        dom[p.y] = [Math.max(0, 1 - (y + heights[i]) / plotH), Math.min(1, 1 - y / plotH)];
+        y += heights[i] + below[i];
+      });
+      H = o.height - plotH0 + plotH;
+      if (o.legend && o.legend.y < 0) upd['legend.y'] = o.legend.y * plotH0 / plotH;
+      o.ann.forEach((a, i) => {
+        const p = a.sub && ps.find((q) => q.id === a.sub);
+        if (p) { upd[`annotations[${i}].x`] = 0.5; upd[`annotations[${i}].y`] = dom[p.y][1]; }
+        else if (a.yref === 'paper' && !a.node) upd[`annotations[${i}].y`] = a.y >= 0 && a.y <= 1 ? a.y : a.y * plotH0 / plotH;
+      });
+    }
+    Object.keys(dom).forEach((k) => { upd[`${k}.domain`] = dom[k]; });
+    upd.width = W;   // the box's width (a plot hidden when the window was resized keeps its old one otherwise)
+    // text wrapped to the room it has
+    const plotW = W - m.l - m.r, plotH = H - m.t - m.b;
+    const tx = o.titleAnchor === 'center' ? 2 * Math.min(o.titleX, 1 - o.titleX) * W : (1 - o.titleX) * W;
+    upd['title.text'] = wrapHtml(o.title, tx - 16, o.titleFont * s);
+    axisKeys(o.axes).forEach((k) => { const a = o.axes[k];
+      if (a.tick) upd[`${k}.tickfont.size`] = a.tick * s;
+      if (a.titleFont) upd[`${k}.title.font.size`] = a.titleFont * s;
+      const len = (dom[k][1] - dom[k][0]) * (k[0] === 'x' ? plotW : plotH);
+      if (a.title) upd[`${k}.title.text`] = wrapHtml(a.title, len - 8, (a.titleFont || o.font) * s); });
+    o.ann.forEach((a, i) => {
+      upd[`annotations[${i}].font.size`] = a.font * s;
+      if (!a.wrap) return;
+      let room;
+      if (a.sub) { const xk = axKey(a.sub.match(/^x\d*/)[0]); room = (dom[xk][1] - dom[xk][0]) * plotW;
+                   const c = m.l + (stack ? 0.5 : a.x) * plotW; room = Math.min(room + 8, 2 * Math.min(c, W - c)); }
+      else { const d = a.xref === 'paper' ? [0, 1] : dom[axKey(a.xref.split(' ')[0])] || [0, 1];
+             const c = m.l + (d[0] + a.x * (a.xref === 'paper' ? 1 : d[1] - d[0])) * plotW;
+             room = a.xanchor === 'left' ? W - c : a.xanchor === 'right' ? c : 2 * Math.min(c, W - c);
+             if (a.xref !== 'paper') room = Math.min(room + 0, (d[1] - d[0]) * plotW + 10); }
+      upd[`annotations[${i}].text`] = wrapHtml(a.text, room - 10, a.font * s);
+    });
+    // legend entries wrapped; trace text (bar labels, heatmap numbers) scaled
+    const names = o.names.map((n) => (n == null ? n : wrapHtml(n, W - 70, (o.legend ? o.legend.font : o.font) * s)));
+    const tf = o.textfont.map((z) => (z ? z * s : null));
+    // the margins the same kind of figure needed at this size last time (a Run streams one figure after another:
+    // measured once, not grown again on every cycle)
+    const sig = [key, JSON.stringify(o.margin), o.height, H, stack, ps.length, !!o.legend, o.ann.filter((a) => !a.node).length,
+                 ...['title.text', ...axisKeys(o.axes).map((k) => `${k}.title.text`)].map((k) => (String(upd[k] || '').match(/<br/gi) || []).length)].join('|');
+    const memo = memos[memoKey(el)] && memos[memoKey(el)].sig === sig ? memos[memoKey(el)] : null;
+    let top = 8;   // the title's top, px below the figure's top (the margin below it is measured)
+    const H0 = H;  // what the memo's growth is counted from
+    if (memo) {
+      ['t', 'b', 'l', 'r'].forEach((k) => { upd[`margin.${k}`] = memo.margin[k]; });
+      H += memo.grow;
+      top = memo.top;
+      if (memo.legendY != null) upd['legend.y'] = memo.legendY;
+    }
+    upd.height = H;
+    upd['title.y'] = 1 - top / H;
+    return {upd, names, tf, sig, H0};
+  };
+  // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes;
+  // what it grew is kept for the next figure of the same kind (plan's memo)
+  const settle = async (el, o, H0, sig) => {
+    const P = window.Plotly;
+    for (let pass = 0; pass < 6; pass++) {
+      const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
+      const plotHn = fz.height - mm.t - mm.b;
+      let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
+      const titles = bx.items.filter((b) => b.kind === 'title');
+      let down = 0;   // the title's own top (Plotly anchors a multi-line title's first line, not its box)
+      titles.forEach((t) => { down = Math.max(down, 6 - t.t); });
+      bx.items.forEach((b) => {
+        if (b.kind !== 'node' && b.kind !== 'title') dt = Math.max(dt, 2 - b.t);
+        db = Math.max(db, b.b - bx.h + 2);
+        if (b.kind === 'tick' || b.kind === 'axis') { dl = Math.max(dl, 2 - b.l); dr = Math.max(dr, b.r - bx.w + 2); }
+        titles.forEach((t) => { if (b !== t && hit(t, b) && b.t > t.t - 2) dt = Math.max(dt, t.b - b.t + 4); });
+      });
+      const leg = bx.items.filter((b) => b.kind === 'legend');
+      if (leg.length && fz.legend && fz.legend.y < 0.5) {
+        const top = Math.min(...leg.map((b) => b.t));
+        bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < top + 2)
+          legendDown = Math.max(legendDown, b.b - top + 6); });
+      }
+      // a subplot title that runs into the row above it: the plot grows until the gap between the rows holds both
+      let grow = 0;
+      bx.items.forEach((b) => {
+        const a = b.kind === 'annotation' && o.ann[b.idx];
+        if (!a || !a.sub) return;
+        const d = Math.max(0, ...bx.items.filter((x) => x !== b && x.kind !== 'node' && x.kind !== 'title' &&
+                                                x.t + x.b < b.t + b.b && hit(x, b)).map((x) => x.b - b.t + 4));
+        if (!d) return;
+        const top = fz[axKey(a.sub.match(/y\d*$/)[0])].domain[1];
+        const gaps = axisKeys(fz).filter((k) => k[0] === 'y' && fz[k].domain[0] >= top - 1e-6).map((k) => fz[k].domain[0] - top);
+        const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
+        if (gaps.length) grow = Math.max(grow, d / gap);
+      });
+      // node labels (the tree's boxes) that run into each other on a narrow plot: their token texts cut shorter
+      const nodes = bx.items.filter((b) => b.kind === 'node');
+      let cut = 0;
+      if (nodes.some((a, i) => nodes.slice(i + 1).some((b) => hit(a, b))) && (o.nodeLimit || 14) > 5) {
+        o.nodeLimit = (o.nodeLimit || 14) - 2;
+        cut = o.nodeLimit;
+      }
+      if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut) break;
+      const u = {};
+      if (down > 0) dt = Math.max(dt, down);   // room for it below, too
+      if (dt > 0) { u['margin.t'] = mm.t + dt; }
+      if (legendDown > 0) { u['legend.y'] = fz.legend.y - legendDown / plotHn; db = Math.max(db, 0) + legendDown; }
+      if (db > 0) u['margin.b'] = mm.b + db;
+      if (dl > 0) u['margin.l'] = mm.l + dl;
+      if (dr > 0) u['margin.r'] = mm.r + dr;
+      u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
+      u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
+      if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
+      await P.relayout(el, u);
+    }
+    const fz = el._fullLayout;
+    memos[memoKey(el)] = {sig, margin: {t: fz.margin.t, b: fz.margin.b, l: fz.margin.l, r: fz.margin.r}, grow: fz.height - H0,
+                   top: (1 - fz.title.y) * fz.height, legendY: o.legend && fz.legend ? fz.legend.y : null};
+  };
+  const scaleOf = (W) => (document.body.classList.contains('el-presenter') ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1)));
   const fit = async (el) => {
-    if (!el.layout || !el._fullLayout || !window.Plotly || el.__elBusy) return;
+    if (!el.layout || !el._fullLayout || !window.Plotly || el.__elBusy || window.__elFitOff) return;
     if (el.__elSeen !== el.layout) {
-      try { el.__elOrig = snapshot(el); } catch (e) { console.warn('fit', e); return; }
+      try { el.__elOrig = snapshot(el); learn(el, el.__elOrig); } catch (e) { console.warn('fit', e); return; }
       el.__elSeen = el.layout;
     }
     const o = el.__elOrig;
-    const presenter = document.body.classList.contains('el-presenter');
     const W = el.clientWidth;
     if (!(W >= 50)) return;                       // a hidden tab: fitted when it is shown (its ResizeObserver)
-    const s = presenter ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1));
+    const s = scaleOf(W);
     const key = `${s}:${Math.round(W)}`;
     if (o.key === key) return;
     const now = Date.now();   // a width that keeps changing (a scrollbar that comes and goes): a pause, not a loop
@@ -297,83 +492,9 @@ CLICK_JS = r"""() => {
       o.key = key;
       o.nodeLimit = null;
       const P = window.Plotly;
-      const fl = el._fullLayout;
-      const m = {...o.margin};
-      let H = o.height;
-      const upd = {'font.size': o.font * s, 'title.font.size': o.titleFont * s, 'hoverlabel.font.size': 15 * s,
-                   'title.yref': 'container', 'title.yanchor': 'top'};
-      ['t', 'b', 'l', 'r'].forEach((k) => { upd[`margin.${k}`] = o.margin[k]; });   // from the server's, each time
-      if (o.legend) Object.assign(upd, {'legend.font.size': o.legend.font * s, 'legend.x': o.legend.x, 'legend.y': o.legend.y,
-        'legend.orientation': o.legend.orientation, 'legend.xanchor': o.legend.xanchor, 'legend.yanchor': o.legend.yanchor});
-      // a narrow plot: a legend drawn inside the plot area moves below it (the pass below clears the axes)
-      if (o.legend && W < 560 && o.legend.y > 0 && o.legend.y <= 1 && o.legend.x >= 0 && o.legend.x < 1)
-        Object.assign(upd, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left', 'legend.y': -0.12,
-                            'legend.yanchor': 'top'});
-      // a phone: side-by-side panels stacked, each the full width, in reading order
-      const ps = panelsOf(el, o), stack = W < 560 && ps.length > 1 && sideBySide(ps, o);
-      if (o.shortened) { o.shortened = false; o.ann.forEach((a, i) => { if (a.node) upd[`annotations[${i}].text`] = a.text; }); }
-      const dom = {};
-      axisKeys(o.axes).forEach((k) => { dom[k] = o.axes[k].domain; });
-      o.ann.forEach((a, i) => { if (a.sub || (a.yref === 'paper' && !a.node)) {
-        upd[`annotations[${i}].x`] = a.x; upd[`annotations[${i}].y`] = a.y; } });
-      if (stack) {
-        ps.sort((a, b) => (o.axes[b.y].domain[1] - o.axes[a.y].domain[1]) || (o.axes[a.x].domain[0] - o.axes[b.x].domain[0]));
-        const plotH0 = o.height - o.margin.t - o.margin.b;
-        const heights = ps.map((p) => Math.max(150, (o.axes[p.y].domain[1] - o.axes[p.y].domain[0]) * plotH0));
-        const lineH = o.font * s * 1.35;
-        const above = ps.map((p, i) => { const a = o.ann.find((x) => x.sub === p.id);
-          if (!a || !i) return 0;
-          const lines = wrapHtml(a.text, W - m.l - m.r, a.font * s).split(/<br\s*\/?>/i).length;
-          return lines * a.font * s * 1.3 + 10; });
-        const rotated = (p) => { const ax = fl[p.x]; return ax.tickangle && ax.tickangle !== 'auto' && ax.tickangle % 180; };
-        const below = ps.map((p) => (fl[p.x].showticklabels === false ? 10 : (rotated(p) ? 7 : 2.2) * lineH)
-                                    + (o.axes[p.x].title ? 1.6 * lineH : 0) + 14);
-        const plotH = heights.reduce((x, y) => x + y, 0) + above.reduce((x, y) => x + y, 0)
-                      + below.slice(0, -1).reduce((x, y) => x + y, 0);
-        let y = 0;
-        ps.forEach((p, i) => {
-          y += above[i];
-          dom[p.x] = [0, 1];
-          dom[p.y] = [Math.max(0, 1 - (y + heights[i]) / plotH), Math.min(1, 1 - y / plotH)];
-          y += heights[i] + below[i];
-        });
-        H = o.height - plotH0 + plotH;
-        if (o.legend && o.legend.y < 0) upd['legend.y'] = o.legend.y * plotH0 / plotH;
-        o.ann.forEach((a, i) => {
-          const p = a.sub && ps.find((q) => q.id === a.sub);
-          if (p) { upd[`annotations[${i}].x`] = 0.5; upd[`annotations[${i}].y`] = dom[p.y][1]; }
-          else if (a.yref === 'paper' && !a.node) upd[`annotations[${i}].y`] = a.y >= 0 && a.y <= 1 ? a.y : a.y * plotH0 / plotH;
-        });
-      }
-      Object.keys(dom).forEach((k) => { upd[`${k}.domain`] = dom[k]; });
-      upd.height = H;
-      upd.width = W;   // the box's width (a plot hidden when the window was resized keeps its old one otherwise)
-      upd['title.y'] = 1 - 8 / H;   // the title's top 8 px below the figure's top; the margin below it is measured
-      // text wrapped to the room it has
-      const plotW = W - m.l - m.r, plotH = H - m.t - m.b;
-      const tx = o.titleAnchor === 'center' ? 2 * Math.min(o.titleX, 1 - o.titleX) * W : (1 - o.titleX) * W;
-      upd['title.text'] = wrapHtml(o.title, tx - 16, o.titleFont * s);
-      axisKeys(o.axes).forEach((k) => { const a = o.axes[k];
-        if (a.tick) upd[`${k}.tickfont.size`] = a.tick * s;
-        if (a.titleFont) upd[`${k}.title.font.size`] = a.titleFont * s;
-        const len = (dom[k][1] - dom[k][0]) * (k[0] === 'x' ? plotW : plotH);
-        if (a.title) upd[`${k}.title.text`] = wrapHtml(a.title, len - 8, (a.titleFont || o.font) * s); });
-      o.ann.forEach((a, i) => {
-        upd[`annotations[${i}].font.size`] = a.font * s;
-        if (!a.wrap) return;
-        let room;
-        if (a.sub) { const xk = axKey(a.sub.match(/^x\d*/)[0]); room = (dom[xk][1] - dom[xk][0]) * plotW;
-                     const c = m.l + (stack ? 0.5 : a.x) * plotW; room = Math.min(room + 8, 2 * Math.min(c, W - c)); }
-        else { const d = a.xref === 'paper' ? [0, 1] : dom[axKey(a.xref.split(' ')[0])] || [0, 1];
-               const c = m.l + (d[0] + a.x * (a.xref === 'paper' ? 1 : d[1] - d[0])) * plotW;
-               room = a.xanchor === 'left' ? W - c : a.xanchor === 'right' ? c : 2 * Math.min(c, W - c);
-               if (a.xref !== 'paper') room = Math.min(room, (d[1] - d[0]) * plotW + 10); }
-        upd[`annotations[${i}].text`] = wrapHtml(a.text, room - 10, a.font * s);
-      });
+      const {upd, names, tf, sig, H0} = plan(el, o, W, s, key);
+      if (o.shortened) { o.shortened = false; o.ann.forEach((a, i) => { if (a.node && upd[`annotations[${i}].text`] === undefined) upd[`annotations[${i}].text`] = a.text; }); }
       await P.relayout(el, upd);
-      // legend entries wrapped; trace text (bar labels, heatmap numbers) scaled
-      const names = o.names.map((n) => (n == null ? n : wrapHtml(n, W - 70, (o.legend ? o.legend.font : o.font) * s)));
-      const tf = o.textfont.map((z) => (z ? z * s : null));
       const idx = [], nm = [], tsz = [];
       o.names.forEach((n, i) => { if (names[i] !== el.data[i].name || (tf[i] && el.data[i].textfont && el.data[i].textfont.size !== tf[i])) {
         idx.push(i); nm.push(names[i]); tsz.push(tf[i]); } });
@@ -382,59 +503,7 @@ CLICK_JS = r"""() => {
         if (tsz.some((z) => z)) st['textfont.size'] = tsz.map((z, j) => z || o.textfont[idx[j]] || undefined);
         await P.restyle(el, st, idx);
       }
-      // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes
-      for (let pass = 0; pass < 6; pass++) {
-        const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
-        const plotHn = fz.height - mm.t - mm.b;
-        let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
-        const titles = bx.items.filter((b) => b.kind === 'title');
-        let down = 0;   // the title's own top (Plotly anchors a multi-line title's first line, not its box)
-        titles.forEach((t) => { down = Math.max(down, 6 - t.t); });
-        bx.items.forEach((b) => {
-          if (b.kind !== 'node' && b.kind !== 'title') dt = Math.max(dt, 2 - b.t);
-          db = Math.max(db, b.b - bx.h + 2);
-          if (b.kind === 'tick' || b.kind === 'axis') { dl = Math.max(dl, 2 - b.l); dr = Math.max(dr, b.r - bx.w + 2); }
-          titles.forEach((t) => { if (b !== t && hit(t, b) && b.t > t.t - 2) dt = Math.max(dt, t.b - b.t + 4); });
-        });
-        const leg = bx.items.filter((b) => b.kind === 'legend');
-        if (leg.length && fz.legend && fz.legend.y < 0.5) {
-          const top = Math.min(...leg.map((b) => b.t));
-          bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < top + 2)
-            legendDown = Math.max(legendDown, b.b - top + 6); });
-        }
-        // a subplot title that runs into the row above it: the plot grows until the gap between the rows holds both
-        let grow = 0;
-        bx.items.forEach((b) => {
-          const a = b.kind === 'annotation' && o.ann[b.idx];
-          if (!a || !a.sub) return;
-          const d = Math.max(0, ...bx.items.filter((x) => x !== b && x.kind !== 'node' && x.kind !== 'title' &&
-                                                  x.t + x.b < b.t + b.b && hit(x, b)).map((x) => x.b - b.t + 4));
-          if (!d) return;
-          const top = fz[axKey(a.sub.match(/y\d*$/)[0])].domain[1];
-          const gaps = axisKeys(fz).filter((k) => k[0] === 'y' && fz[k].domain[0] >= top - 1e-6).map((k) => fz[k].domain[0] - top);
-          const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
-          if (gaps.length) grow = Math.max(grow, d / gap);
-        });
-        // node labels (the tree's boxes) that run into each other on a narrow plot: their token texts cut shorter
-        const nodes = bx.items.filter((b) => b.kind === 'node');
-        let cut = 0;
-        if (nodes.some((a, i) => nodes.slice(i + 1).some((b) => hit(a, b))) && (o.nodeLimit || 14) > 5) {
-          o.nodeLimit = (o.nodeLimit || 14) - 2;
-          cut = o.nodeLimit;
-        }
-        if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut) break;
-        const u = {};
-        if (down > 0) dt = Math.max(dt, down);   // room for it below, too
-        if (dt > 0) { u['margin.t'] = mm.t + dt; }
-        if (legendDown > 0) { u['legend.y'] = fz.legend.y - legendDown / plotHn; db = Math.max(db, 0) + legendDown; }
-        if (db > 0) u['margin.b'] = mm.b + db;
-        if (dl > 0) u['margin.l'] = mm.l + dl;
-        if (dr > 0) u['margin.r'] = mm.r + dr;
-        u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
-        u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
-        if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
-        await P.relayout(el, u);
-      }
+      await settle(el, o, H0, sig);
     } catch (e) {
       console.warn('fit', e);
     } finally {
@@ -444,17 +513,91 @@ CLICK_JS = r"""() => {
       setTimeout(() => fit(el), 0);   // a figure that arrived meanwhile
     }
   };
+  // a figure measured after it was drawn teaches its block's kind: the description read off the figure as sent
+  // (fromRaw) must reproduce the measured one, or figures of this kind are never fitted before they are drawn
+  const kinds = {};
+  window.__elKinds = kinds;   // for the browser tests
+  const learn = (el, o) => {
+    if (!el.__elRaw || el.__elRaw.layout !== el.layout) return;
+    const [data, lay] = JSON.parse(el.__elRaw.json);
+    kinds[memoKey(el)] = {kind: kindOf(lay, data), p: o, ok: canon(fromRaw(lay, data, o)) === canon(o)};
+  };
+  // set a relayout-style key ('annotations[3].font.size', 'title.text') in a plain layout object
+  const setPath = (obj, path, v) => {
+    const ks = path.split(/\.|\[(\d+)\]\.?/).filter((k) => k !== undefined && k !== '');
+    let x = obj;
+    ks.slice(0, -1).forEach((k, i) => {
+      if (typeof x[k] === 'string') x[k] = {text: x[k]};   // 'title': 'x' -> {text: 'x'}
+      if (x[k] == null || typeof x[k] !== 'object') x[k] = /^\d+$/.test(ks[i + 1]) ? [] : {};
+      x = x[k];
+    });
+    x[ks[ks.length - 1]] = v;
+  };
+  // Gradio re-creates its plot component for every new figure (a {#key} block), and the old component first hands
+  // the new figure to Plotly.react, ~0.1 s of drawing into an element removed right after; then Plotly.Plots.resize
+  // draws the new one again to give it the box's width; then the fit drew it a third and fourth time. A Run streams
+  // a tree every 1.5 s, and those draws kept the browser busy most of the Run. Now an update of a drawn element waits
+  // a tick and is dropped if the element is gone by then, and a figure of a kind already measured is fitted before
+  // Plotly sees it (its plan written into the figure as sent, with the margins its kind needed last time), so it is
+  // drawn once and then only measured; any other figure is given the box's width and fitted after it is drawn.
+  const wrapReact = () => {
+    const P = window.Plotly;
+    if (!P || P.__elWrapped || !P.react) return;
+    const react = P.react;
+    P.__elWrapped = true;
+    P.__elDropped = P.__elPrefitted = 0;   // for the browser tests
+    P.react = function (gd, data, layout, config) {
+      const self = this, args = arguments;
+      let pre = null;
+      try {
+        const W = gd && gd.clientWidth;
+        if (gd && layout && typeof layout === 'object' && Array.isArray(data)) {
+          const json = JSON.stringify([data, layout]);
+          gd.__elRaw = {layout, json};
+          const kd = kinds[memoKey(gd)];
+          if (kd && kd.ok && W >= 50 && kd.kind === kindOf(layout, data)) {
+            const o = fromRaw(layout, data, kd.p);
+            const sc = scaleOf(W), key = `${sc}:${Math.round(W)}`;
+            const {upd, names, tf, sig, H0} = plan(gd, o, W, sc, key);
+            Object.keys(upd).forEach((k) => setPath(layout, k, upd[k]));
+            data.forEach((t, i) => { if (names[i] != null) t.name = names[i];
+              if (tf[i]) t.textfont = {...(t.textfont || {}), size: tf[i]}; });
+            o.key = key;
+            o.fits = [Date.now()];
+            kd.p = o;
+            pre = {o, sig, H: H0, key, json};
+          }
+          if (!pre && layout.height && !layout.width && W >= 50) layout.width = W;
+        }
+      } catch (e) { console.warn('fit', e); pre = null; }
+      const draw = () => {
+        if (pre) { gd.__elOrig = pre.o; gd.__elSeen = layout; gd.__elBusy = true; }
+        let r;
+        try { r = react.apply(self, args); } catch (e) { if (pre) gd.__elBusy = false; throw e; }
+        if (pre) Promise.resolve(r).then(() => settle(gd, pre.o, pre.H, pre.sig)).catch((e) => console.warn('fit', e))
+          .finally(() => { gd.__elSeen = gd.layout; gd.__elBusy = false; gd.__elFitted = pre.key; P.__elPrefitted++;
+                           gd.__elPrefit = pre.json;   // the figure as sent (tests/test_browser_figures.py fits it the other way)
+                           setTimeout(() => fit(gd), 0); });
+        return r;
+      };
+      if (!(gd && gd._fullLayout && gd.isConnected)) return draw();
+      return new Promise((resolve, reject) => setTimeout(() => {
+        if (!gd.isConnected) { P.__elDropped++; resolve(gd); return; }
+        try { Promise.resolve(draw()).then(resolve, reject); } catch (e) { reject(e); }
+      }, 0));
+    };
+  };
   window.__elFit = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {
     if (el.__elOrig) el.__elOrig.key = null;
     fit(el);
   });
-  const fitAll = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {
+  const fitAll = () => { wrapReact(); document.querySelectorAll('.js-plotly-plot').forEach((el) => {
     if (!el.__elRO && window.ResizeObserver) {   // a tab shown, a column resized: the plot's own size changes
       el.__elRO = new ResizeObserver(() => fit(el));
       el.__elRO.observe(el);
     }
     fit(el);
-  });
+  }); };
   new MutationObserver(() => { lens(); hook(); fitAll(); }).observe(document.body, {childList: true, subtree: true});
   window.addEventListener('resize', window.__elFit);
   hook();
