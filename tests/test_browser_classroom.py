@@ -76,8 +76,11 @@ def test_stop_and_a_second_student_in_the_browser(server):
         before = passes(a)
         t0 = time.time()
         a.locator("#el-stop").click()
-        a.wait_for_function("() => document.querySelector('#el-status').innerText.includes('Stopped')",
-                            timeout=30000)
+        try:
+            a.wait_for_function("() => document.querySelector('#el-status').innerText.includes('Stopped')",
+                                timeout=30000)
+        except Exception:
+            raise AssertionError(f"Stop: the status says {status(a)!r} after 30 s (passes {passes(a)})") from None
         stop_latency = time.time() - t0
         run_s = time.time() - t_run
         busy = a.evaluate("() => window.__busy") / 1000.0
