@@ -384,7 +384,7 @@ CLICK_JS = r"""() => {
       else { const d = a.xref === 'paper' ? [0, 1] : dom[axKey(a.xref.split(' ')[0])] || [0, 1];
              const c = m.l + (d[0] + a.x * (a.xref === 'paper' ? 1 : d[1] - d[0])) * plotW;
              room = a.xanchor === 'left' ? W - c : a.xanchor === 'right' ? c : 2 * Math.min(c, W - c);
-             if (a.xref !== 'paper') room = Math.min(room + 0, (d[1] - d[0]) * plotW + 10); }
+             if (a.xref !== 'paper') room = Math.min(room, (d[1] - d[0]) * plotW + 10); }
       upd[`annotations[${i}].text`] = wrapHtml(a.text, room - 10, a.font * s);
     });
     // legend entries wrapped; trace text (bar labels, heatmap numbers) scaled
