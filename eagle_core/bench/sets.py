@@ -127,12 +127,12 @@ def main(argv=None) -> int:
                     help="run nothing: rebuild the table and the chart from OUT/sets_<set>_t0_cpu.json")
     args = ap.parse_args(argv)
     argv_s = sys.argv[1:] if argv is None else argv
+    if args.from_json:   # runs nothing: needs the reports, not the prompt sets (a clone may have neither copy)
+        return _rebuild_from_json([s.strip() for s in args.sets.split(",") if s.strip()], args.out)
     try:
         methods, sets, prompts = _checked_inputs(args)
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
-    if args.from_json:
-        return _rebuild_from_json(sets, args.out)
     before, refused = check_quiet(args.wait_quiet, args.allow_busy)
     if refused is not None:
         return refused
@@ -159,6 +159,8 @@ def _checked_inputs(args) -> tuple[list[str], list[str], dict]:
 
 def _rebuild_from_json(sets: list[str], out: str) -> int:
     """--from-json: the table and the chart again from the sets' reports in OUT, running nothing."""
+    if not sets:
+        return fail("no prompt set named (--sets)")
     try:
         reports = {}
         for s in sets:
