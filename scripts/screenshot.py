@@ -1,14 +1,17 @@
 """Screenshot of the running app for the README (assets/screenshot.png), taken with headless Chromium.
 
     python scripts/screenshot.py [--target embedded] [--out assets/screenshot.png] [--run] [--width W --height H]
-        [--presenter] [--tab NAME] [--full-page]
+        [--presenter] [--tab NAME] [--full-page] [--step N] [--race] [--hover-token]
 
 Starts app.py on a free port, waits for the live model, optionally presses Run, and saves the top of the Lens
-tab (prompt, generated text, statistics cards, draft tree). Needs the python `playwright` package and Chromium.
+tab (prompt, generated text, statistics cards, draft tree). `--step N` shows walkthrough step N, `--race` runs the
+Race to its end and shows the board, `--hover-token` hovers a drafted token of the shown cycle (the linked views:
+its node lights up in the tree). Needs the python `playwright` package and Chromium.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import shutil
 import socket
@@ -32,7 +35,13 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=1500, help="viewport width (390 for a phone, 1280 a projector)")
     ap.add_argument("--full-page", action="store_true", help="the whole scrolled page, not just the viewport")
     ap.add_argument("--presenter", action="store_true", help="turn Presenter mode on first (a projector)")
+    ap.add_argument("--step", type=int, default=0, help="walkthrough step N (the Walkthrough tab)")
+    ap.add_argument("--race", action="store_true", help="run the Race (Lens tab) to its end and show the board")
+    ap.add_argument("--max-new", type=int, default=0, help="max new tokens for --run / --race (0: the default)")
+    ap.add_argument("--hover-token", action="store_true", help="hover a drafted token of the shown cycle")
     args = ap.parse_args(argv)
+    if args.step:
+        args.tab = "Walkthrough"
     from playwright.sync_api import sync_playwright
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -57,16 +66,38 @@ def main(argv=None):
             if args.presenter:
                 page.locator("#el-presenter input").check()
                 page.wait_for_function("() => document.body.classList.contains('el-presenter')", timeout=10000)
+            if args.max_new:
+                box = page.locator("input[type=number][aria-label*='Max new tokens']").first
+                if not box.is_visible():          # the settings fold away: open their accordion
+                    page.locator("button, .label-wrap", has_text=re.compile("^Settings")).first.click()
+                box.fill(str(args.max_new))
+                box.press("Enter")
+                page.wait_for_timeout(500)
             if args.run:
                 page.locator("#el-run").click()
                 page.wait_for_function("() => document.body.innerText.includes('Generation finished')",
                                        timeout=600000)
+            if args.race:
+                page.locator("#el-race").scroll_into_view_if_needed()
+                page.locator("#el-race").click()
+                page.wait_for_function("() => /Both finished|Stopped/.test("
+                                       "document.querySelector('#el-race-board').innerText)", timeout=600000)
+                page.wait_for_timeout(1500)
+                page.locator("#el-race-board").scroll_into_view_if_needed()
+            if args.hover_token:
+                shown = page.locator(".el-text").first.get_attribute("data-shown")
+                page.locator(f".el-text .el-tok[data-cycle='{shown}'][data-kind='draft']").first.hover()
             if args.tab != "Lens":
                 page.get_by_role("tab", name=args.tab).click()   # a wide page: every tab is visible
                 if args.tab == "How can I":
                     page.locator("#el-amb").click()
                     page.wait_for_function("() => document.body.innerText.includes('Computed live')",
                                            timeout=120000)
+                for _ in range(max(0, args.step - 1)):
+                    page.locator("#el-walk-next").click()
+                    page.wait_for_timeout(800)
+                if args.step:
+                    page.locator("#el-walk-fig").scroll_into_view_if_needed()
             page.wait_for_timeout(1500)
             page.screenshot(path=args.out, full_page=args.full_page)
             browser.close()
