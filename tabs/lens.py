@@ -103,6 +103,20 @@ def beat_record(state, cycle):
 
 
 # ----------------------------------------------------------------------------- the tab
+
+def vllm_commands_md(shifted: bool) -> str:
+    """Where the head is chosen: the exact lines that run it in vLLM (eagle_core/export.py), or why it cannot."""
+    from eagle_core.export import commands
+    if not shifted:
+        return ("The unshifted ablation head cannot run in vLLM: vLLM's EAGLE drafter always pairs the feature f_i "
+                "with the token sampled at i+1 (the shifted pairing), inputs this head never saw; "
+                "`python -m eagle_core.export` refuses it. The shifted head runs there.")
+    out = "eagle-lens-vllm"
+    return ("The shipped shifted head runs in vLLM unchanged in function (its fc bias folded exactly into the "
+            "attention's biases; docs/deploying.md). From the repository, a target other than the embedded one "
+            "with `--target`:\n\n```\nscripts/setup_vllm.sh\n"
+            f".venv/bin/python -m eagle_core.export --head shifted --out {out}\n" + commands(out) + "\n```")
+
 class LensTab:
     def build(self, st0: dict, state):
         """The components, painted with `st0` (a recorded run) so the first screen needs no round trip."""
@@ -138,6 +152,10 @@ class LensTab:
             self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
                                       label="Tree")
             self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
+            with gr.Accordion("Run this head in vLLM", open=False, elem_id="el-vllm-acc"):
+                self.vllm_note = gr.Markdown(vllm_commands_md(True), elem_id="el-vllm")
+            self.shifted.change(vllm_commands_md, [self.shifted], [self.vllm_note], queue=False,
+                                show_progress="hidden", api_visibility="private")
             self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
                                       info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
                                            "fitted shape on the dev CPU (a chain there)")
