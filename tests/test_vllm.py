@@ -116,7 +116,17 @@ def test_vllm_runs_the_shipped_head_exactly(tmp_path):
     ids = [target.render_prompt(it["prompt"]) for it in load_prompts("humaneval", 3)]
     n = 24
     plain = bv.run_vllm(str(tmp_path), ids, n, eagle=False, eager=True)
-    eagle = bv.run_vllm(str(tmp_path), ids, n, eagle=True, k=2, eager=True)
+    # EAGLE through the benchmark's long-lived worker (one request at a time, each with its own counters)
+    worker = bv.VllmWorker(str(tmp_path), eagle=True, k=2, eager=True)
+    try:
+        answers = [worker.generate(p, n) for p in ids]
+    finally:
+        worker.close()
+    assert worker.proc.poll() is not None                      # closed: no engine left behind
+    per = [sum(x) for x in zip(*(a["counters"]["accepted_per_pos"] for a in answers))]
+    eagle = {"results": answers, "k": 2, "version": worker.version, "tokens_per_s": 0.0,
+             "counters": {"num_drafts": sum(a["counters"]["num_drafts"] for a in answers), "accepted_per_pos": per}}
+    assert all(a["seconds"] > 0 for a in answers)
     ours = bv.ours_chain(target, head, ids, n, 2)
     cmp = bv.compare(plain, eagle, ours)
     assert all(len(r["new_ids"]) == n for r in plain["results"])

@@ -54,6 +54,70 @@ def run_vllm(export_dir: str, prompt_ids: list[list[int]], max_tokens: int, eagl
             return json.load(f)
 
 
+class VllmWorker:
+    """A vLLM engine kept running in its own environment (scripts/vllm_run.py --serve), asked one prompt at a
+    time, so the benchmark can interleave it with the other methods prompt by prompt. Each answer carries the
+    seconds of vLLM's generate() alone, and for EAGLE the counters of that request."""
+
+    def __init__(self, export_dir: str, eagle: bool, k: int = 2, eager: bool = False, timeout: float = 900):
+        py = vllm_python()
+        if py is None:
+            raise RuntimeError("vLLM is not set up: run scripts/setup_vllm.sh (makes .venv-vllm)")
+        cmd = [py, VLLM_RUN, "--serve", "--target", os.path.join(export_dir, "target")]
+        if eagle:
+            cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
+        if eager:
+            cmd.append("--eager")
+        env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="eagle-lens-vllm-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, env=env, cwd=tempfile.gettempdir())
+        first = self._read(timeout)
+        if not first.get("ready"):
+            raise RuntimeError(f"vLLM did not start: {first}")
+        self.version = first.get("version")
+
+    def _read(self, timeout: float) -> dict:
+        import select
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            with open(self.log.name) as f:
+                raise RuntimeError("vLLM's worker stopped answering:\n" + f.read()[-3000:])
+        return json.loads(line)
+
+    def generate(self, prompt_ids: list[int], max_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int = 0, stop_token_ids=None, timeout: float = 900) -> dict:
+        req = {"prompt_ids": list(prompt_ids), "max_tokens": max_tokens, "temperature": temperature,
+               "top_p": top_p, "seed": seed, "stop_token_ids": list(stop_token_ids or [])}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout)
+
+    def pids(self) -> list[int]:
+        """The worker and its children (vLLM's engine core and CPU worker): their CPU time is this method's."""
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
 def ours_chain(target, head, prompt_ids: list[list[int]], max_tokens: int, k: int = 2) -> dict:
     """Our engine with vLLM's drafting shape (a chain of k, full vocabulary): tokens and the same counters."""
     from ..decoding.engine import DecodeConfig, EagleDecoder
