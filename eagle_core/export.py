@@ -113,12 +113,12 @@ def export(target, head, out: str) -> dict:
     cfg = head_config_for_vllm(head, target.model.config, folded="layers.0.self_attn.o_proj.bias" in state)
     with open(os.path.join(eagle, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
-    return {"target": os.path.join(out, "target"), "eagle": eagle, "tensors": sorted(state)}
+    return {"target": os.path.join(out, "target"), "eagle": eagle, "tensors": sorted(state), "state": state}
 
 
 def fold_check(head, state: dict, n: int = 64, seed: int = 0) -> float:
-    """Largest |difference| between the head's fused input fed to q/k/v/o (with fc.bias) and the folded form,
-    on random inputs: what "exactly" means in floating point here."""
+    """Largest relative difference between q/k/v computed from the head's fused input (with fc.bias) and from
+    the folded form, on random inputs: what "exactly" means in floating point here."""
     g = torch.Generator().manual_seed(seed)
     H = head.config.hidden_size
     x = torch.randn(n, 2 * H, generator=g)
@@ -155,8 +155,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default=None, help="embedded (default) | a folder | a hub id")
     ap.add_argument("--out", required=True, help="folder to write target/ and eagle/ into")
     args = ap.parse_args(argv)
-    for k in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE"):   # the GGUF loader's bars
-        os.environ.setdefault(k, "error" if k == "TRANSFORMERS_VERBOSITY" else "1")
+    from .bench.run import quiet_libraries
+    quiet_libraries()                   # the GGUF loader's bar per tensor
     from .model.head import HeadLoadError, resolve_head
     from .model.target import TargetLoadError, load_target
     try:
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     except (ExportError, HeadLoadError, TargetLoadError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    state = head_state_for_vllm(head)
+    state = written["state"]
     print(f"wrote {written['target']} (target) and {written['eagle']} (EAGLE head: {len(written['tensors'])} "
           f"tensors; fc.bias folded: {'layers.0.self_attn.o_proj.bias' in state}; largest relative difference of "
           f"the folded q/k/v on random inputs: {fold_check(head, state):.1e})")

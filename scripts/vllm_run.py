@@ -31,6 +31,12 @@ def counters(llm) -> dict:
     return out
 
 
+def counter_delta(before: dict, after: dict) -> dict:
+    """The counters of what ran between two readings (vLLM's are cumulative over the engine's life)."""
+    return {k: (after[k] - before[k]) if k != "accepted_per_pos" else
+            [a - b for a, b in zip(after[k], before[k] + [0] * len(after[k]))] for k in after}
+
+
 def serve(llm, eagle: bool, out):
     """The benchmark's worker: requests one at a time, each timed around generate() alone (no pipe, no JSON)."""
     import sys
@@ -52,8 +58,7 @@ def serve(llm, eagle: bool, out):
         ans = {"new_ids": list(o.token_ids), "seconds": dt, "finish_reason": o.finish_reason}
         if eagle:
             after = counters(llm)
-            ans["counters"] = {k: (after[k] - before[k]) if k != "accepted_per_pos" else
-                               [a - b for a, b in zip(after[k], before[k] + [0] * len(after[k]))] for k in after}
+            ans["counters"] = counter_delta(before, after)
         out.write(json.dumps(ans) + "\n")
         out.flush()
 
@@ -112,8 +117,7 @@ def main():
            "wall_seconds": wall, "tokens": tokens, "tokens_per_s": tokens / wall, "results": results}
     if args.eagle:
         after = counters(llm)
-        rep["counters"] = {k: (after[k] - before[k]) if k != "accepted_per_pos" else
-                           [a - b for a, b in zip(after[k], before[k] + [0] * len(after[k]))] for k in after}
+        rep["counters"] = counter_delta(before, after)
     with open(args.out, "w") as f:
         json.dump(rep, f, indent=1)
     print(json.dumps({k: v for k, v in rep.items() if k != "results"}))

@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 from ..paths import REPO
+from .run import quiet_libraries
 
 VLLM_RUN = os.path.join(REPO, "scripts", "vllm_run.py")
 
@@ -30,23 +31,29 @@ def vllm_python() -> str | None:
     return py if os.path.exists(py) else None
 
 
-def run_vllm(export_dir: str, prompt_ids: list[list[int]], max_tokens: int, eagle: bool, k: int = 2,
-             eager: bool = False, batch: int = 1, timeout: float = 1800) -> dict:
-    """scripts/vllm_run.py in vLLM's environment; its JSON report (RuntimeError with the log's tail on failure)."""
+def vllm_command(export_dir: str, eagle: bool, k: int, eager: bool) -> tuple[list[str], dict]:
+    """scripts/vllm_run.py in vLLM's environment for an export folder: (argv, env without our venv's paths)."""
     py = vllm_python()
     if py is None:
         raise RuntimeError("vLLM is not set up: run scripts/setup_vllm.sh (makes .venv-vllm)")
+    cmd = [py, VLLM_RUN, "--target", os.path.join(export_dir, "target")]
+    if eagle:
+        cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
+    if eager:
+        cmd.append("--eager")
+    env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    return cmd, env
+
+
+def run_vllm(export_dir: str, prompt_ids: list[list[int]], max_tokens: int, eagle: bool, k: int = 2,
+             eager: bool = False, batch: int = 1, timeout: float = 1800) -> dict:
+    """scripts/vllm_run.py in vLLM's environment; its JSON report (RuntimeError with the log's tail on failure)."""
     with tempfile.TemporaryDirectory() as tmp:
         prompts, out = os.path.join(tmp, "prompts.json"), os.path.join(tmp, "out.json")
         with open(prompts, "w") as f:
             json.dump(prompt_ids, f)
-        cmd = [py, VLLM_RUN, "--target", os.path.join(export_dir, "target"), "--prompts", prompts,
-               "--max-tokens", str(max_tokens), "--batch", str(batch), "--out", out]
-        if eagle:
-            cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
-        if eager:
-            cmd.append("--eager")
-        env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+        cmd, env = vllm_command(export_dir, eagle, k, eager)
+        cmd += ["--prompts", prompts, "--max-tokens", str(max_tokens), "--batch", str(batch), "--out", out]
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"vLLM failed (exit {proc.returncode}):\n" + (proc.stdout + proc.stderr)[-3000:])
@@ -60,15 +67,8 @@ class VllmWorker:
     seconds of vLLM's generate() alone, and for EAGLE the counters of that request."""
 
     def __init__(self, export_dir: str, eagle: bool, k: int = 2, eager: bool = False, timeout: float = 900):
-        py = vllm_python()
-        if py is None:
-            raise RuntimeError("vLLM is not set up: run scripts/setup_vllm.sh (makes .venv-vllm)")
-        cmd = [py, VLLM_RUN, "--serve", "--target", os.path.join(export_dir, "target")]
-        if eagle:
-            cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
-        if eager:
-            cmd.append("--eager")
-        env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+        cmd, env = vllm_command(export_dir, eagle, k, eager)
+        cmd.append("--serve")
         self.log = tempfile.NamedTemporaryFile("w+", prefix="eagle-lens-vllm-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env, cwd=tempfile.gettempdir())
@@ -189,8 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eager", action="store_true", help="vLLM without torch.compile (starts faster)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    for key in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE"):
-        os.environ.setdefault(key, "error" if key == "TRANSFORMERS_VERBOSITY" else "1")
+    quiet_libraries()
     import torch
     from ..export import export
     from ..model.head import resolve_head
