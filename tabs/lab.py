@@ -19,6 +19,7 @@ from eagle_core.serving.turns import queue_note
 from .common import load_json, unexpected
 
 LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
+LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.serving` (needs vLLM's environment)
 LAB_NAMES = prompt_texts(LAB or {})   # its prompts' text, from the shared prompt set it names (not copied here)
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
@@ -73,6 +74,25 @@ def lab_figures(report: dict | None, names: dict | None = None) -> dict:
             "hist": vl.accept_histogram(report["histogram"], "EAGLE-1's 25-node tree"),
             "bench_hist": vl.accept_histogram(bench, f"the benchmark's configuration ({bench['config']})")
             if bench else views.common.empty_figure("Not in this lab report; press Recompute")}
+
+
+def serving_sections(report: dict | None) -> dict:
+    """The two serving panels' figures and text from the lab's vLLM report (None: not measured here)."""
+    if not report:
+        empty = views.common.empty_figure("Not measured: run python -m eagle_core.lab.serving (README, vLLM)")
+        return {"counters": empty, "counters_md": "", "sweep": empty, "sweep_md": "", "source": ""}
+    v = report.get("vllm") or {}
+    load = report.get("load") or {}
+    busy = "" if load.get("quiet", True) else " **The machine was busy during this run: its timings are not evidence.**"
+    source = (f"Measured by `{report.get('command')}` on {report.get('date')} ({report.get('device')}; vLLM "
+              f"{v.get('version')}, {'compiled' if v.get('compiled') else 'eager'}, {v.get('dtype')}, "
+              f"{report.get('wall_s', 0) / 60:.0f} min). It needs vLLM's own environment "
+              f"(`scripts/setup_vllm.sh`), so the page shows the shipped run and does not recompute it.{busy}")
+    sweep = report["sweep"]
+    return {"counters": vl.serving_counters(report["counters"]),
+            "counters_md": "**What it shows:** " + report["counters"]["finding"],
+            "sweep": vl.batch_sweep(sweep),
+            "sweep_md": vl.sweep_table(sweep) + "\n\n**What it shows:** " + sweep["finding"], "source": source}
 
 
 def lab_source(report: dict | None) -> str:
@@ -166,6 +186,18 @@ class LabTab:
                                                                   "“Histogram of this session's cycles”"),
                                         label="Accepted length (this session)")
             self.msg = gr.Markdown(lab_cost_note(LAB))
+            serving = serving_sections(LAB_VLLM)
+            gr.Markdown("### 6. The same head in a serving engine\nThe shifted head exported to vLLM "
+                        "(`python -m eagle_core.export`, its `fc.bias` folded exactly into the layer's biases) and "
+                        "run by vLLM's own EAGLE-1 drafter, beside this app's engine drafting the same chain on the "
+                        "same prompts: the same head should accept the same drafts. " + serving["source"])
+            gr.Plot(serving["counters"], label="Acceptance per position: vLLM and EAGLE Lens")
+            gr.Markdown(serving["counters_md"])
+            gr.Markdown("### 7. Where EAGLE stops paying: a full batch\n" + vl.PAPER["batch"]
+                        + "\n\n**Here:** vLLM on this machine, plain against EAGLE decoding, the same requests "
+                          "at every batch size.")
+            gr.Plot(serving["sweep"], label="Throughput per batch size: vLLM plain and EAGLE")
+            gr.Markdown(serving["sweep_md"])
         return self
 
     @property

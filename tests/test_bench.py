@@ -108,7 +108,7 @@ def test_read_prompt_file(tmp_path):
 
 
 # ------------------------------------------------------------------------------ tiny-model run
-ALL_METHODS = list(methods.BASE_METHODS) + ["eagle-chain:unshifted", "eagle-static:unshifted",
+ALL_METHODS = list(methods.DEFAULT_METHODS) + ["eagle-chain:unshifted", "eagle-static:unshifted",
                                             "eagle-dynamic:unshifted"]
 
 
@@ -237,3 +237,75 @@ def test_cli_unknown_tree_fails_before_loading(capsys):
     rc = run.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
     err = capsys.readouterr().err
     assert rc != 0 and err.startswith("error: unknown tree preset")
+
+
+# ------------------------------------------------------------------------------ the vLLM methods' plumbing
+def test_vllm_counters_become_depth_counts_and_lengths():
+    """vLLM counts accepted drafts per position; the benchmark's depth counts and accepted-length histogram
+    from them equal what per-draft accepted lengths give (the same drafts, counted both ways)."""
+    lengths = [0, 1, 2, 2, 1, 0, 2]
+    c = {"num_drafts": len(lengths), "accepted_per_pos": [sum(n >= 1 for n in lengths), sum(n >= 2 for n in lengths)]}
+    assert methods.counters_depth_counts(c) == metrics.depth_counts([(n, 2) for n in lengths])
+    assert sorted(methods.counters_accept_lengths(c)) == sorted(lengths)
+
+
+class FakeVllmWorker:
+    """Stands in for bench/vllm.py's VllmWorker: decodes with our vanilla engine (so its tokens are greedy's)
+    and names a spinning process as its own, the way vLLM's engine processes are."""
+
+    def __init__(self, target, eagle, spin_pid):
+        self.target, self.eagle, self.spin_pid, self.calls = target, eagle, spin_pid, []
+
+    def generate(self, prompt_ids, max_tokens, temperature=0.0, top_p=1.0, seed=0, stop_token_ids=None):
+        import time
+        from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
+        self.calls.append(list(stop_token_ids or []))
+        t0 = time.perf_counter()
+        dec = EagleDecoder(self.target, None, DecodeConfig(draft="vanilla", max_new_tokens=max_tokens), prompt_ids)
+        while not dec.done:
+            dec.step()
+        time.sleep(0.3)     # a stretch long enough to measure the spinning process beside it
+        ans = {"new_ids": list(dec.new_ids), "seconds": time.perf_counter() - t0, "finish_reason": "length"}
+        if self.eagle:
+            ans["counters"] = {"num_drafts": 3, "num_draft_tokens": 6, "num_accepted_tokens": 3,
+                               "accepted_per_pos": [2, 1]}
+        return ans
+
+    def own_pids(self):
+        return [self.spin_pid]
+
+
+def test_vllm_methods_need_their_worker(tiny_target):
+    one = [{"id": "a", "prompt": "Hi there", "category": "x"}]
+    with pytest.raises(BenchError, match="vLLM worker"):
+        run.run_bench(tiny_target, one, ["vanilla", "vllm"], {}, max_new_tokens=4, progress=False, warmup=False)
+    assert "vllm" in methods.parse_methods("vllm,vllm-eagle") and "vllm" not in methods.DEFAULT_METHODS
+
+
+@pytest.mark.serial   # it measures other work on the machine
+def test_vllm_methods_run_in_the_benchmark_and_their_processes_count_as_their_own(tiny_target, tiny_random_head):
+    """The vllm / vllm-eagle methods go through their workers with the target's stop tokens; vLLM's counters
+    become tau and acceptance; and the CPU time of a worker's processes is the method's own while it runs (a
+    spinning 'engine' does not make its run busy; test_machine_load.py shows the same process counted as other
+    work when not named)."""
+    import subprocess
+    import sys
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        engines = {"vllm": FakeVllmWorker(tiny_target, False, spin.pid),
+                   "vllm-eagle": FakeVllmWorker(tiny_target, True, spin.pid)}
+        one = [{"id": "a", "prompt": "Hi there", "category": "x"}]
+        r = run.run_bench(tiny_target, one, ["hf-greedy", "vanilla", "vllm", "vllm-eagle"],
+                          {"shifted": tiny_random_head}, max_new_tokens=6, progress=False, warmup=False,
+                          engines=engines)
+    finally:
+        spin.kill()
+        spin.wait()
+    ms, pp = r["methods"], r["per_prompt"]
+    assert ms["vllm"]["mismatches"] == 0 and ms["vllm-eagle"]["mismatches"] == 0
+    assert engines["vllm"].calls == [list(tiny_target.stop_token_ids)]
+    assert ms["vllm"]["tau"] == pytest.approx(1.0)
+    assert ms["vllm-eagle"]["target_forwards"] == 1 + 3                  # the prefill + one pass per draft
+    assert ms["vllm-eagle"]["accept_rate_by_depth"] == [pytest.approx(2 / 3), pytest.approx(1 / 2)]
+    assert ms["vllm-eagle"]["accept_length_counts"] == [1, 1, 1]
+    assert pp["vllm"][0]["other_cores"] < 0.4, pp                          # the spinner was its own work

@@ -313,3 +313,60 @@ def test_the_two_chains_of_five_are_explained():
     figs = lab_tab.lab_figures(rep)
     assert note in figs["inputs_md"] and note in figs["tree_md"]
     assert lab.chain_heads({}) is None and views_lab.chains_note(None) == ""
+
+
+# ------------------------------------------------------------------------------ serving panels (lab/serving.py)
+def _sweep_rows(ratios):
+    from eagle_core.lab import serving
+    rows = []
+    for b, r in ratios:
+        plain = {"tokens": 64 * b, "seconds": 64 * b / (10.0 * b ** 0.8)}
+        eagle = {"tokens": 64 * b, "seconds": plain["seconds"] / r,
+                 "counters": {"num_drafts": 40 * b, "num_accepted_tokens": 30 * b}}
+        rows.append(serving.sweep_row(b, plain, eagle))
+    return rows
+
+
+def test_sweep_rows_and_their_sentence_follow_the_numbers():
+    from eagle_core.lab import serving
+    rows = _sweep_rows([(1, 1.3), (2, 1.2), (4, 1.05), (8, 0.9), (16, 0.8)])
+    assert rows[0]["ratio"] == pytest.approx(1.3) and rows[0]["eagle"]["accepted_per_draft"] == pytest.approx(0.75)
+    text = serving.sweep_finding(rows)
+    assert "At batch 1 EAGLE decodes 1.30x" in text and "at batch 16 the ratio is 0.80x" in text
+    assert "below 1 from batch 8 on" in text and "target saturation" in text
+    paying = serving.sweep_finding(_sweep_rows([(1, 1.3), (4, 1.5)]))
+    assert "below 1" not in paying and "the best, 1.50x, at batch 4" in paying
+    assert serving.sweep_finding([]) == "No batch sweep measured."
+
+
+def test_counters_sentence_says_whether_the_engines_agree():
+    from eagle_core.lab import serving
+    same = {"rows": [{"vllm_eagle_vs_plain": None, "ours_vs_vllm_plain": None}] * 2,
+            "counters": {"vllm": {"num_drafts": 10, "accepted_per_pos": [6, 3]},
+                         "ours": {"num_drafts": 10, "accepted_per_pos": [6, 3]}},
+            "accept_rate_per_pos": {"vllm": [0.6, 0.3], "ours": [0.6, 0.3]}}
+    assert "2 of 2 prompts" in serving.counters_finding(same) and "the same counts" in serving.counters_finding(same)
+    differ = json.loads(json.dumps(same))
+    differ["counters"]["ours"]["accepted_per_pos"] = [6, 2]
+    differ["accept_rate_per_pos"]["ours"] = [0.6, 0.2]
+    differ["rows"][1]["ours_vs_vllm_plain"] = 7
+    text = serving.counters_finding(differ)
+    assert "1 of 2 prompts" in text and "near-tie" in text and "the same counts" not in text
+
+
+def test_serving_panels_render_from_a_report():
+    from views import lab as views_lab
+    rows = _sweep_rows([(1, 1.3), (2, 1.1), (4, 0.9)])
+    sweep = {"rows": rows, "n_prompts": 4, "tokens_per_request": 64}
+    fig = views_lab.batch_sweep(sweep)
+    assert [t.name for t in fig.data] == ["vLLM plain", "vLLM + EAGLE head"]
+    assert list(fig.data[1].text) == ["1.30×", "1.10×", "0.90×"] and list(fig.data[0].x) == ["1", "2", "4"]
+    assert fig.data[0].marker.symbol != fig.data[1].marker.symbol          # told apart without colour
+    table = views_lab.sweep_table(sweep)
+    assert table.count("\n") == 4 and "| 4 |" in table and "0.90×" in table
+    counters = {"n_prompts": 2, "compare": {"counters": {"vllm": {"num_drafts": 10, "accepted_per_pos": [6, 3]},
+                                                         "ours": {"num_drafts": 10, "accepted_per_pos": [6, 3]}},
+                                            "accept_rate_per_pos": {"vllm": [0.6, 0.3], "ours": [0.6, 0.3]}}}
+    c = views_lab.serving_counters(counters)
+    assert len(c.data) == 2 and "6/10" in c.data[0].text[0] and c.data[0].marker.pattern.shape != \
+        c.data[1].marker.pattern.shape

@@ -52,6 +52,27 @@ def test_a_competing_process_is_measured():
     assert during > (before or 0.0) + 0.5
 
 
+@pytest.mark.serial
+@pytest.mark.skipif(not machine_load.exact(), reason="needs /proc/stat")
+def test_processes_named_as_our_own_are_not_other_work():
+    """A method that runs in other processes (vLLM's engine) names them: their CPU time is then the benchmark's
+    own, and without the names it is other work."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        a, a_own = machine_load.sample(), machine_load.sample([spin.pid])
+        time.sleep(1.5)
+        b, b_own = machine_load.sample(), machine_load.sample([spin.pid])
+        used = machine_load.pids_cpu_seconds([spin.pid])
+    finally:
+        spin.kill()
+        spin.wait()
+    assert used > 1.0                                             # it did spin
+    assert machine_load.other_cores(a, b) > 0.6
+    assert machine_load.other_cores(a_own, b_own) < 0.4
+    assert machine_load.pids_cpu_seconds([spin.pid]) == 0.0        # gone: counts nothing
+
+
 def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: 1.4)
     loaded = []

@@ -329,6 +329,12 @@ PAPER = {
     "calibration": "**The paper (EAGLE-2 §3.2, Figure 6; Vicuna 7B on Alpaca):** draft tokens with confidence below "
                    "0.05 are accepted about 4% of the time, those above 0.95 about 98%: the confidence is a "
                    "well-calibrated estimate of acceptance (the two ◇ points on our curve).",
+    "batch": "**The paper (EAGLE §4.4, Table 7; Vicuna 7B and LLaMA2-Chat 70B on GPUs, MT-bench, T = 0):** the "
+             "speedup shrinks slowly as the batch grows from 1 to 4, and at the largest batch the GPU's memory holds "
+             "EAGLE still doubles the throughput (about 2×). Speculation pays while the target's pass is bound by "
+             "reading its weights, so the drafted tokens ride along nearly free; once a batch fills the compute "
+             "(the target saturates), every drafted token costs real work and rejected ones are lost. EAGLE-3 "
+             "reports 1.38× throughput at batch 64 in SGLang.",
 }
 PAPER_NUMBERS_NOTE = ("The papers' numbers are for 7B targets on a GPU with heads trained on far more data; ours are "
                       "a 135M target on this CPU, so compare the direction of each effect, not its size.")
@@ -435,3 +441,64 @@ def chains_note(heads: dict | None) -> str:
         out += (f" A cycle costs about the same ({a['ms_per_cycle']:.0f} against {b['ms_per_cycle']:.0f} ms), so the "
                 f"speed follows what each head gets accepted: τ {f(a['tau'])} against {f(b['tau'])}.")
     return out
+
+
+# ============================================================================ serving panels (eagle_core/lab/serving.py)
+def serving_counters(counters: dict) -> go.Figure:
+    """Panel (a): acceptance per draft position of the same head in vLLM and in our engine (same prompts, same
+    chain), each bar printed with its rate and its accepted / drafted counts, so the figure reads without colour."""
+    cmp = counters["compare"]
+    fig = go.Figure()
+    for k, (name, key) in enumerate((("vLLM", "vllm"), ("EAGLE Lens", "ours"))):
+        c, rates = cmp["counters"][key], cmp["accept_rate_per_pos"][key]
+        colour, pattern = KIND_STYLES[k]
+        fig.add_trace(go.Bar(x=[f"position {j + 1}" for j in range(len(rates))], y=rates,
+                             name=f"{name} ({c['num_drafts']} drafts)", marker_color=colour,
+                             marker_pattern_shape=pattern,
+                             text=[f"{name}<br>{r:.2f}<br>{a}/{c['num_drafts']}"
+                                   for r, a in zip(rates, c["accepted_per_pos"])],
+                             textposition="outside", cliponaxis=False, textfont=dict(size=TEXT_PX - 2)))
+    top = max([x for v in cmp["accept_rate_per_pos"].values() for x in v] + [0.2])
+    fig.update_yaxes(title="drafts accepted at this position", tickformat=".0%", range=[0, min(1.0, top * 1.6)])
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2, x=0, font=dict(size=TEXT_PX - 2)))
+    fig = _layout(fig, "The same head in vLLM and here" + sub(f"{counters['n_prompts']} prompts, a chain of "
+                                                                f"{len(cmp['accept_rate_per_pos']['vllm'])}, T = 0"),
+                  height=430)
+    fig.update_layout(margin=dict(b=90))
+    return fig
+
+
+def batch_sweep(sweep: dict) -> go.Figure:
+    """Panel (b): vLLM's throughput of plain and EAGLE decoding per batch size (log-2 axis), the EAGLE / plain ratio
+    printed at every EAGLE point; plain is a solid line with circles, EAGLE dashed with diamonds."""
+    rows = sweep["rows"]
+    xs = [str(r["batch"]) for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[r["plain"]["tokens_per_s"] for r in rows], name="vLLM plain",
+                             mode="lines+markers", line=dict(color=TARGET_P, width=3),
+                             marker=dict(symbol="circle", size=10)))
+    fig.add_trace(go.Scatter(x=xs, y=[r["eagle"]["tokens_per_s"] for r in rows], name="vLLM + EAGLE head",
+                             mode="lines+markers+text", line=dict(color=DRAFT_Q, width=3, dash="dash"),
+                             marker=dict(symbol="diamond", size=12),
+                             text=[f"{r['ratio']:.2f}×" if r.get("ratio") else "" for r in rows],
+                             textposition="top center", textfont=dict(size=TEXT_PX - 1), cliponaxis=False))
+    top = max([r[m]["tokens_per_s"] or 0 for r in rows for m in ("plain", "eagle")] + [1.0])
+    fig.update_xaxes(title="requests decoded at once (batch size)", type="category")
+    fig.update_yaxes(title="tokens / s (all requests)", range=[0, top * 1.25])
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=TEXT_PX - 2)))
+    fig = _layout(fig, "Where EAGLE stops paying: a full batch"
+                  + sub(f"{sweep['n_prompts']} requests × {sweep['tokens_per_request']} tokens; × = EAGLE / plain"),
+                  height=440)
+    fig.update_layout(margin=dict(b=110))
+    return fig
+
+
+def sweep_table(sweep: dict) -> str:
+    """Panel (b) as a table: per batch size, both throughputs, the ratio, EAGLE's accepted tokens per draft."""
+    lines = ["| batch | vLLM plain tok/s | vLLM + EAGLE tok/s | EAGLE / plain | accepted per draft |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in sweep["rows"]:
+        acc = r["eagle"].get("accepted_per_draft")
+        lines.append(f"| {r['batch']} | {r['plain']['tokens_per_s']:.1f} | {r['eagle']['tokens_per_s']:.1f} | "
+                     f"{r['ratio']:.2f}× | {'-' if acc is None else f'{acc:.2f}'} |")
+    return "\n".join(lines)

@@ -6,7 +6,9 @@ is slowed and the ratio turns to noise (on the 2-core dev machine a busy neighbo
 
     other cores = (CPU time all processes used - CPU time this process used + time the hypervisor stole) / wall
 
-from /proc/stat and the process's own clock, over every timed stretch. 0.0 is a quiet machine; 1.0 means one
+from /proc/stat and the process's own clock, over every timed stretch. A method that runs in other processes
+(vLLM's engine, bench/vllm.py) names them: their CPU time counts as the benchmark's own while that method is
+timed, and as other work while any other method is. 0.0 is a quiet machine; 1.0 means one
 core's worth of other work ran beside the benchmark. Where /proc/stat is missing (macOS, Windows) the 1-minute
 load average minus this process's threads stands in, flagged as approximate.
 """
@@ -51,12 +53,28 @@ class Sample:
     loadavg: float | None
 
 
-def sample() -> Sample:
+def pids_cpu_seconds(pids) -> float:
+    """CPU seconds (user + system) the live processes `pids` have used so far (0 for one that is gone)."""
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()   # the name (2nd field) may hold spaces
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])           # utime, stime: the 14th and 15th fields
+    return total / hz
+
+
+def sample(pids=()) -> Sample:
+    """The clocks now; `pids`: other processes whose CPU time is this benchmark's own (a method's engine)."""
     try:
         la = os.getloadavg()[0]
     except (AttributeError, OSError):
         la = None
-    return Sample(time.perf_counter(), time.process_time(), _proc_stat(), la)
+    own = time.process_time() + (pids_cpu_seconds(pids) if pids else 0.0)
+    return Sample(time.perf_counter(), own, _proc_stat(), la)
 
 
 def other_cores(a: Sample, b: Sample) -> float | None:

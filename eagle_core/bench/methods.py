@@ -6,6 +6,9 @@
   hf-prompt-lookup   transformers prompt-lookup decoding (generate(prompt_lookup_num_tokens=...))
   eagle-chain, eagle-static, eagle-dynamic   EAGLE drafting with the shifted head; a `:unshifted` suffix
                      (e.g. eagle-static:unshifted) uses the ablation head instead
+  vllm, vllm-eagle   vLLM's own decoding of the same target, plain and with the shifted head exported to it
+                     (a chain of k drafts, vLLM's EAGLE-1), in vLLM's environment (bench/vllm.py: a worker
+                     process per method, asked one prompt at a time, stopped while the other methods run)
 
 Every run returns a per-prompt result: {"token_ids", "new_tokens", "seconds", "forwards", "depth_counts"}, and
 for the engine's methods "accept_lengths" and "time_split" too (metrics.py reads them).
@@ -21,8 +24,10 @@ from .metrics import depth_counts
 BASELINE = "hf-greedy"
 HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
 EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
-BASE_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
-DEFAULT_METHODS = BASE_METHODS
+VLLM_METHODS = ("vllm", "vllm-eagle")
+OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS     # methods that take no DecodeConfig of ours
+DEFAULT_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
+BASE_METHODS = DEFAULT_METHODS + VLLM_METHODS   # the vLLM ones need scripts/setup_vllm.sh, so only when asked
 
 
 # ============================================================================ names
@@ -46,6 +51,8 @@ def parse_methods(text: str) -> list[str]:
 
 def method_head_shift(method: str) -> str | None:
     """Which head a method drafts with: 'shifted', 'unshifted', or None (no head)."""
+    if method == "vllm-eagle":
+        return "shifted"        # exported to vLLM
     base, _, suffix = method.partition(":")
     if base not in EAGLE_DRAFTS:
         return None
@@ -159,9 +166,45 @@ def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
             "accept_lengths": [a for a, _ in cyc] if drafts else None, "time_split": split}
 
 
+# ============================================================================ vLLM
+def counters_depth_counts(c: dict) -> tuple[list[int], list[int]]:
+    """vLLM's per-request counters as depth_counts: a chain reaches depth j when its first j drafts were
+    accepted (every draft reaches depth 0), so reached = [drafts, accepted_0, accepted_1, ...][:k]."""
+    acc = list(c["accepted_per_pos"])
+    return [c["num_drafts"]] + acc[:-1], acc
+
+
+def counters_accept_lengths(c: dict) -> list[int]:
+    """The accepted length of every draft, as a multiset (vLLM counts per position, not per draft: the order
+    is lost, the histogram is exact): exactly n accepted = accepted_{n-1} - accepted_n."""
+    acc = list(c["accepted_per_pos"])
+    at_least = [c["num_drafts"]] + acc + [0]
+    return [n for n in range(len(acc) + 1) for _ in range(at_least[n] - at_least[n + 1])]
+
+
+def run_vllm_method(worker, target, prompt_ids, max_new_tokens, temperature, top_p, seed) -> dict:
+    """One generation by a vLLM worker (bench/vllm.py VllmWorker); seconds are vLLM's generate() alone."""
+    ans = worker.generate(prompt_ids, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
+                          stop_token_ids=list(target.stop_token_ids))
+    new = _truncate_at_stop(list(ans["new_ids"]), set(target.stop_token_ids))
+    out = {"token_ids": new, "new_tokens": len(new), "seconds": ans["seconds"], "forwards": len(new),
+           "depth_counts": None}
+    c = ans.get("counters")
+    if c is not None:
+        # the prefill, then one target pass per verified draft (vLLM drafts on every step, the prefill's too)
+        out.update(forwards=1 + c["num_drafts"], depth_counts=counters_depth_counts(c),
+                   accept_lengths=counters_accept_lengths(c), vllm_counters=c)
+    return out
+
+
 def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_tokens, temperature, top_p, seed,
-               prompt_lookup: int) -> dict:
-    """One generation of the prompt by the method; heads: {"shifted": head, "unshifted": head}."""
+               prompt_lookup: int, engines: dict | None = None) -> dict:
+    """One generation of the prompt by the method; heads: {"shifted": head, "unshifted": head}; engines:
+    {"vllm": worker, "vllm-eagle": worker} for the vLLM methods."""
+    if method in VLLM_METHODS:
+        if not engines or method not in engines:
+            raise BenchError(f"method {method} needs its vLLM worker (bench/vllm.py start_engines)")
+        return run_vllm_method(engines[method], target, prompt_ids, max_new_tokens, temperature, top_p, seed)
     if method == "hf-greedy":
         return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed)
     if method == "hf-prompt-lookup":

