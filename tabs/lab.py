@@ -11,6 +11,7 @@ import views.lab as vl
 from eagle_core.decoding.engine import default_config
 from eagle_core.lab.measure import chain_heads, lab_plan
 from eagle_core.lab.names import prompt_texts
+from eagle_core.lab.serving import counters_finding, sweep_finding
 from eagle_core.serving import generation
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.loading import MODEL, lab_heads
@@ -90,9 +91,10 @@ def serving_sections(report: dict | None) -> dict:
               f"(`scripts/setup_vllm.sh`), so the page shows the shipped run and does not recompute it.{busy}")
     sweep = report["sweep"]
     return {"counters": vl.serving_counters(report["counters"]),
-            "counters_md": "**What it shows:** " + report["counters"]["finding"],
+            "counters_md": "**What it shows:** " + counters_finding(report["counters"]["compare"]),
             "sweep": vl.batch_sweep(sweep),
-            "sweep_md": vl.sweep_table(sweep) + "\n\n**What it shows:** " + sweep["finding"], "source": source}
+            "sweep_md": vl.sweep_table(sweep) + "\n\n**What it shows:** " + sweep_finding(sweep["rows"]),
+            "source": source}
 
 
 def lab_source(report: dict | None) -> str:

@@ -334,6 +334,7 @@ def test_sweep_rows_and_their_sentence_follow_the_numbers():
     text = serving.sweep_finding(rows)
     assert "At batch 1 EAGLE decodes 1.30x" in text and "at batch 16 the ratio is 0.80x" in text
     assert "below 1 from batch 8 on" in text and "target saturation" in text
+    assert "the same at every batch size (0.75 tokens accepted per draft)" in text
     paying = serving.sweep_finding(_sweep_rows([(1, 1.3), (4, 1.5)]))
     assert "below 1" not in paying and "the best, 1.50x, at batch 4" in paying
     assert serving.sweep_finding([]) == "No batch sweep measured."
@@ -361,6 +362,7 @@ def test_serving_panels_render_from_a_report():
     fig = views_lab.batch_sweep(sweep)
     assert [t.name for t in fig.data] == ["vLLM plain", "vLLM + EAGLE head"]
     assert list(fig.data[1].text) == ["1.30×", "1.10×", "0.90×"] and list(fig.data[0].x) == ["1", "2", "4"]
+    assert list(fig.layout.xaxis.ticktext) == ["1<br><b>1.30×</b>", "2<br><b>1.10×</b>", "4<br><b>0.90×</b>"]
     assert fig.data[0].marker.symbol != fig.data[1].marker.symbol          # told apart without colour
     table = views_lab.sweep_table(sweep)
     assert table.count("\n") == 4 and "| 4 |" in table and "0.90×" in table
@@ -370,3 +372,24 @@ def test_serving_panels_render_from_a_report():
     c = views_lab.serving_counters(counters)
     assert len(c.data) == 2 and "6/10" in c.data[0].text[0] and c.data[0].marker.pattern.shape != \
         c.data[1].marker.pattern.shape
+
+
+def test_the_lab_tab_shows_the_serving_panels_or_says_how_to_measure_them():
+    tab = pytest.importorskip("tabs.lab")
+    none = tab.serving_sections(None)
+    assert none["counters_md"] == "" and "python -m eagle_core.lab.serving" in none["sweep"].layout.annotations[0].text
+    rows = _sweep_rows([(1, 1.3), (2, 0.9)])
+    from eagle_core.lab import serving
+    cmp = {"rows": [{"vllm_eagle_vs_plain": None, "ours_vs_vllm_plain": None}],
+           "counters": {"vllm": {"num_drafts": 10, "accepted_per_pos": [6, 3]},
+                        "ours": {"num_drafts": 10, "accepted_per_pos": [6, 3]}},
+           "accept_rate_per_pos": {"vllm": [0.6, 0.3], "ours": [0.6, 0.3]}}
+    report = {"command": "python -m eagle_core.lab.serving --prompts X --json Y", "date": "2026-12-02",
+              "device": "cpu: test", "vllm": {"version": "0.32.0", "compiled": True, "dtype": "float32"},
+              "counters": {"n_prompts": 1, "compare": cmp, "finding": serving.counters_finding(cmp)},
+              "sweep": {"rows": rows, "n_prompts": 2, "tokens_per_request": 64, "finding": serving.sweep_finding(rows)},
+              "load": {"quiet": False}, "wall_s": 600}
+    got = tab.serving_sections(report)
+    assert "`python -m eagle_core.lab.serving --prompts X --json Y`" in got["source"] and "busy" in got["source"]
+    assert "below 1 from batch 2" in got["sweep_md"] and "| 2 |" in got["sweep_md"]
+    assert "the same counts" in got["counters_md"]

@@ -59,6 +59,10 @@ def sweep_finding(rows: list[dict]) -> str:
     text += (f", and it is below 1 from batch {below[0]} on: there the batch already fills the cores, so the "
              "drafted and rejected tokens are paid for instead of riding along (target saturation)."
              if below else f" (the best, {best['ratio']:.2f}x, at batch {best['batch']}).")
+    acc = [r["eagle"].get("accepted_per_draft") for r in rows]
+    if all(a is not None for a in acc) and max(acc) - min(acc) <= 0.02 * max(acc):
+        text += (f" EAGLE's acceptance is the same at every batch size ({acc[0]:.2f} tokens accepted per draft): "
+                 "what changes with the batch is only what a verified draft costs.")
     text += (f" Highest throughput: plain {peak_plain['plain']['tokens_per_s']:.0f} tok/s (batch "
              f"{peak_plain['batch']}), EAGLE {peak_eagle['eagle']['tokens_per_s']:.0f} tok/s (batch "
              f"{peak_eagle['batch']}), a maximum-throughput ratio of "
