@@ -309,3 +309,13 @@ def test_vllm_methods_run_in_the_benchmark_and_their_processes_count_as_their_ow
     assert ms["vllm-eagle"]["accept_rate_by_depth"] == [pytest.approx(2 / 3), pytest.approx(1 / 2)]
     assert ms["vllm-eagle"]["accept_length_counts"] == [1, 1, 1]
     assert pp["vllm"][0]["other_cores"] < 0.4, pp                          # the spinner was its own work
+
+
+def test_cli_vllm_methods_without_vllm_fail_before_loading(monkeypatch, capsys):
+    monkeypatch.setenv("EAGLE_LENS_VLLM_PYTHON", "/nonexistent/python")
+    monkeypatch.setattr("eagle_core.model.target.load_target", lambda *a, **k: pytest.fail("loaded a model"))
+    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--methods", "hf-greedy,vllm"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: the vllm methods need vLLM") and "setup_vllm.sh" in err
+    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--methods", "vllm-eagle", "--vllm-k", "0"])
+    assert rc == 2 and "--vllm-k must be in 1..8" in capsys.readouterr().err

@@ -391,6 +391,11 @@ def main(argv=None) -> int:
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
 
+    if any(m in VLLM_METHODS for m in methods):
+        from .vllm import vllm_python
+        if vllm_python() is None:
+            return fail("the vllm methods need vLLM's environment: run scripts/setup_vllm.sh (it makes .venv-vllm; "
+                        "EAGLE_LENS_VLLM_PYTHON names another interpreter)")
     # a busy machine is refused before anything is loaded (loading takes the cores for seconds itself)
     before, refused = check_quiet(args.wait_quiet, args.allow_busy)
     if refused is not None:
