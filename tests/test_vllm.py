@@ -153,3 +153,21 @@ def test_vllm_runs_the_shipped_head_exactly(tmp_path):
     assert ms["vllm-eagle"]["accept_length_counts"] == length_counts(methods.counters_accept_lengths(ours["counters"]))
     for i, (a, o) in enumerate(zip(raw["results"], ours["results"])):
         assert a["new_ids"] == o["new_ids"], (i, bv.first_difference(a["new_ids"], o["new_ids"]))
+
+
+def test_start_engines_exports_only_what_the_methods_need(tiny_target, tmp_path, monkeypatch):
+    """`vllm` alone needs only the target folder (no head); `vllm-eagle` needs the head too. The workers are
+    replaced by a stand-in: this checks the export, not vLLM."""
+    from eagle_core.bench.errors import BenchError
+    monkeypatch.setattr(bv, "vllm_python", lambda: "/usr/bin/python3")
+    started = []
+    monkeypatch.setattr(bv, "VllmWorker", lambda folder, eagle, k, eager: started.append((folder, eagle)) or object())
+    engines = bv.start_engines(tiny_target, None, ["hf-greedy", "vllm"], export_dir=str(tmp_path), log=lambda t: None)
+    assert list(engines) == ["vllm"] and started == [(str(tmp_path), False)]
+    assert os.path.exists(tmp_path / "target" / "config.json") and not os.path.exists(tmp_path / "eagle")
+    with pytest.raises(BenchError, match="needs the shifted head"):
+        bv.start_engines(tiny_target, None, ["vllm-eagle"], export_dir=str(tmp_path), log=lambda t: None)
+    bv.start_engines(tiny_target, random_head(tiny_target, "shifted", seed=0), ["vllm-eagle"],
+                     export_dir=str(tmp_path), log=lambda t: None)
+    assert os.path.exists(tmp_path / "eagle" / "config.json") and started[-1] == (str(tmp_path), True)
+    assert bv.start_engines(tiny_target, None, ["vanilla"], log=lambda t: None) == {}

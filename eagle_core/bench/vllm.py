@@ -216,7 +216,7 @@ def start_engines(target, head, methods, k: int = 2, eager: bool = False, export
     """{method: VllmWorker} for the benchmark's vllm / vllm-eagle methods among `methods`: the target (and for
     vllm-eagle the head) exported to export_dir (reused when it holds an export; default: a fresh temporary
     folder, removed when the workers close), one paused worker per method. Close them with close_engines."""
-    from ..export import export
+    from ..export import export, export_target
     from .errors import BenchError
     from .methods import VLLM_METHODS
     wanted = [m for m in methods if m in VLLM_METHODS]
@@ -228,9 +228,15 @@ def start_engines(target, head, methods, k: int = 2, eager: bool = False, export
     if export_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="eagle-lens-export-")
         export_dir = tmp.name
-    if not os.path.exists(os.path.join(export_dir, "eagle", "config.json")):
-        log(f"exporting the target and the head for vLLM to {export_dir} ...")
-        export(target, head, export_dir)
+    if "vllm-eagle" in wanted:
+        if head is None:
+            raise BenchError("vllm-eagle needs the shifted head")
+        if not os.path.exists(os.path.join(export_dir, "eagle", "config.json")):
+            log(f"exporting the target and the head for vLLM to {export_dir} ...")
+            export(target, head, export_dir)
+    elif not os.path.exists(os.path.join(export_dir, "target", "config.json")):
+        log(f"exporting the target for vLLM to {export_dir} ...")
+        export_target(target, os.path.join(export_dir, "target"))
     engines = {}
     try:
         for m in wanted:
