@@ -426,8 +426,10 @@ CLICK_JS = r"""() => {
       });
       const leg = bx.items.filter((b) => b.kind === 'legend');
       if (leg.length && fz.legend && fz.legend.y < 0.5) {
-        const top = Math.min(...leg.map((b) => b.t));
-        bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < top + 2)
+        // anything the legend covers moves it below that thing: an axis title that starts lower than the legend's top
+        // (a two-line title under two-line tick labels) counts too
+        const top = Math.min(...leg.map((b) => b.t)), bottom = Math.max(...leg.map((b) => b.b));
+        bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < bottom - 2)
           legendDown = Math.max(legendDown, b.b - top + 6); });
       }
       // a subplot title that runs into the row above it: the plot grows until the gap between the rows holds both
