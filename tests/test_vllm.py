@@ -97,11 +97,9 @@ def test_first_difference():
 
 
 def _state(pid) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "-"
+    from eagle_core.bench.machine_load import proc_stat_fields
+    fields = proc_stat_fields(pid)
+    return fields[0] if fields else "-"
 
 
 @pytest.mark.slow

@@ -53,18 +53,31 @@ class Sample:
     loadavg: float | None
 
 
+def proc_stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the process name (fields 3 onwards: state, ppid, ...), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()   # the name (2nd field) may hold spaces
+    except (OSError, IndexError):
+        return None
+
+
 def pids_cpu_seconds(pids) -> float:
     """CPU seconds (user + system) the live processes `pids` have used so far (0 for one that is gone)."""
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     total = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()   # the name (2nd field) may hold spaces
-        except (OSError, IndexError):
-            continue
-        total += int(fields[11]) + int(fields[12])           # utime, stime: the 14th and 15th fields
+        fields = proc_stat_fields(pid)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])       # utime, stime: the 14th and 15th fields
     return total / hz
+
+
+def beside(fn, pids=()):
+    """(fn(), the other work in cores while it ran): `pids` are processes whose CPU time is fn's own."""
+    s0 = sample(pids)
+    out = fn()
+    return out, other_cores(s0, sample(pids))
 
 
 def sample(pids=()) -> Sample:

@@ -201,9 +201,7 @@ def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_t
                prompt_lookup: int, engines: dict | None = None) -> dict:
     """One generation of the prompt by the method; heads: {"shifted": head, "unshifted": head}; engines:
     {"vllm": worker, "vllm-eagle": worker} for the vLLM methods."""
-    if method in VLLM_METHODS:
-        if not engines or method not in engines:
-            raise BenchError(f"method {method} needs its vLLM worker (bench/vllm.py start_engines)")
+    if method in VLLM_METHODS:     # run_bench checked that every vLLM method has its worker
         return run_vllm_method(engines[method], target, prompt_ids, max_new_tokens, temperature, top_p, seed)
     if method == "hf-greedy":
         return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed)

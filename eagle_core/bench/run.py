@@ -186,10 +186,7 @@ def _timed_runs(generate, rendered, methods, progress: bool, warn, own_pids=lamb
         for i, (p, ids) in enumerate(rendered):
             for m in rotated(methods, i):
                 bar.set_postfix_str(m, refresh=False)
-                pids = own_pids(m)
-                s0 = machine_load.sample(pids)
-                r = generate(m, ids)
-                other = machine_load.other_cores(s0, machine_load.sample(pids))
+                r, other = machine_load.beside(lambda: generate(m, ids), own_pids(m))
                 r.update(prompt=i, id=p["id"], category=p["category"], order=rotated(methods, i).index(m),
                          other_cores=other)
                 if warn is not None and other is not None and other > BUSY_CORES and not warned:
@@ -391,7 +388,8 @@ def main(argv=None) -> int:
     except (BenchError, ValueError, OSError) as exc:
         return fail(str(exc))
 
-    if any(m in VLLM_METHODS for m in methods):
+    wants_vllm = any(m in VLLM_METHODS for m in methods)
+    if wants_vllm:
         from .vllm import vllm_python
         if vllm_python() is None:
             return fail("the vllm methods need vLLM's environment: run scripts/setup_vllm.sh (it makes .venv-vllm; "
@@ -419,7 +417,7 @@ def main(argv=None) -> int:
         if note:
             print(f"warning: {note}", file=sys.stderr)
         engines = {}
-        if any(m in VLLM_METHODS for m in methods):
+        if wants_vllm:
             from .vllm import engines_note, start_engines
             engines = start_engines(target, heads.get("shifted"), methods, k=args.vllm_k, eager=args.vllm_eager,
                                     export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr))

@@ -92,8 +92,8 @@ class VllmWorker:
         if pause:
             self.pause()
 
-    def _signal(self, sig):
-        for pid in self._pids:
+    def _signal(self, sig, pids=None):
+        for pid in self._pids if pids is None else pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -186,27 +186,24 @@ class VllmWorker:
         while self.alive_pids() and time.monotonic() < deadline:
             time.sleep(0.2)
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not self.alive_pids():
+            alive = self.alive_pids()
+            if not alive:
                 break
-            for pid in self.alive_pids():
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+            self._signal(sig, alive)
             time.sleep(1)
 
     def alive_pids(self) -> list[int]:
         """The engine's processes that still run (a zombie or a pid reused by another program does not count)."""
+        from .machine_load import proc_stat_fields
         out = []
         for pid in self._pids:
+            fields = proc_stat_fields(pid)
             try:
-                with open(f"/proc/{pid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     cmd = f.read()
-            except (OSError, IndexError):
+            except OSError:
                 continue
-            if state != "Z" and (b"python" in cmd or b"VLLM" in cmd):
+            if fields is not None and fields[0] != "Z" and (b"python" in cmd or b"VLLM" in cmd):
                 out.append(pid)
         return out
 

@@ -88,14 +88,6 @@ def counters_finding(compare: dict) -> str:
     return text
 
 
-def timed(worker, fn):
-    """fn() with the other work beside it: (answer, other cores), the worker's processes counted as our own."""
-    pids = worker.own_pids()
-    s0 = machine_load.sample(pids)
-    ans = fn()
-    return ans, machine_load.other_cores(s0, machine_load.sample(pids))
-
-
 def run_sweep(plain_w, eagle_w, prompts: list[list[int]], batches, tokens: int, stops, log=print) -> list[dict]:
     rows = []
     for b in batches:
@@ -105,8 +97,8 @@ def run_sweep(plain_w, eagle_w, prompts: list[list[int]], batches, tokens: int, 
             total = {"tokens": 0, "seconds": 0.0, "other": [], "counters": None}
             per = []
             for i in range(0, len(prompts), b):
-                ans, other = timed(w, lambda: w.generate_batch(prompts[i:i + b], tokens, ignore_eos=True,
-                                                               stop_token_ids=stops))
+                ans, other = machine_load.beside(lambda: w.generate_batch(prompts[i:i + b], tokens, ignore_eos=True,
+                                                                          stop_token_ids=stops), w.own_pids())
                 total["tokens"] += sum(len(r["new_ids"]) for r in ans["results"])
                 total["seconds"] += ans["seconds"]
                 total["other"].append(other)
