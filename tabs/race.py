@@ -32,7 +32,7 @@ def race_divergence(prompt: str, plain_tokens: list, eagle_tokens: list):
     the near-tie tolerance for the target's dtype: (divergence dict or None, eps)."""
     from eagle_core.decoding.divergence import divergence, tie_eps_for
     target, _ = MODEL.require()
-    return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(target.dtype)
+    return divergence(target, target.render_prompt(prompt), plain_tokens, eagle_tokens), tie_eps_for(getattr(target, "numerics", target.dtype))
 
 
 def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dict | None, eps: float) -> str:

@@ -12,6 +12,10 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TQDM_DISABLE", "1")
 torch.set_num_threads(1)  # tiny models: threads cost more than they give, and CI has 2 cores
+# Tiny targets run the fp32 kernels (their numerics must not hang on a timing at load); the tests of the bf16
+# numerical model load it explicitly (kernels="bf16"), and the embedded target's tests load kernels="auto", the plan
+# users get.
+os.environ.setdefault("EAGLE_LENS_CPU_KERNELS", "fp32")
 
 from eagle_core.model.head import EagleHead, head_config_from_target, random_head  # noqa: E402
 from eagle_core.model.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target  # noqa: E402
@@ -70,7 +74,7 @@ def tiny_target(real_tokenizer):
     return load_target(model=tiny_llama(), tokenizer=real_tokenizer, device="cpu")
 
 
-def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain=1.0):
+def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain=1.0, kernels=None):
     """A target whose next token depends only on the current one, and a head that computes it exactly.
 
     Target: one Llama layer with its attention output zeroed, so h_j = e_j + MLP(norm(e_j)) and the feature is
@@ -78,6 +82,7 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
     MLP/norm are the target's, so it outputs h_j: the same logits up to a positive scale, hence the same
     argmax. A shifted head therefore drafts the target's greedy continuation exactly (full-depth acceptance).
     head_gain != 1 scales the embedding the head selects: the same ranking mostly, a sharper or flatter q.
+    kernels: the target's CPU kernel plan (cpu_kernels.MODES), e.g. "bf16" for the bf16 numerical model.
     """
     model = tiny_llama(vocab_size=vocab_size, layers=1, seed=seed, eos_token_id=None if vocab_size < 100 else 2)
     with torch.no_grad():
@@ -85,7 +90,7 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
         layer.self_attn.o_proj.weight.zero_()
         model.model.norm.weight.fill_(1.0)
         model.model.embed_tokens.weight.mul_(embed_scale)   # sharper distributions: fewer near-ties, long runs
-    target = load_target(model=model, tokenizer=tokenizer, device="cpu")
+    target = load_target(model=model, tokenizer=tokenizer, device="cpu", kernels=kernels)
     head = oracle_head(target, layer, head_gain)
     head.path = "oracle"
     return target, head
@@ -113,6 +118,14 @@ def oracle_head(target, layer, head_gain=1.0) -> EagleHead:
 @pytest.fixture(scope="session")
 def oracle(real_tokenizer):
     return oracle_pair(real_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def oracle_bf16(real_tokenizer):
+    """The oracle pair with the target on the bf16 kernels (the numerical model the CPU plan picks with AMX)."""
+    target, head = oracle_pair(real_tokenizer, kernels="bf16")
+    assert target.numerics == "bf16-linear"
+    return target, head
 
 
 @pytest.fixture(scope="session")

@@ -43,6 +43,15 @@ def pair():
     return oracle_pair(TinyTokenizer(V), seed=1, vocab_size=V, embed_scale=1.0, head_gain=50.0)
 
 
+@pytest.fixture(scope="module")
+def pair_bf16():
+    """The same pair with the target on the bf16 kernels: the exact law is that numerical model's own."""
+    target, head = oracle_pair(TinyTokenizer(V), seed=1, vocab_size=V, embed_scale=1.0, head_gain=50.0,
+                               kernels="bf16")
+    assert target.numerics == "bf16-linear"
+    return target, head
+
+
 def exact_law(target, temperature, top_p, top_k) -> dict[tuple, float]:
     """P(x1, x2, x3) of plain sampling from the warped target, by enumeration (V^2 prefixes in one batch), with
     transformers' warpers (independent of the decoder's own warp_logits)."""
@@ -125,6 +134,23 @@ def test_narrow_nucleus_drafts_fewer_children(pair):
             if node.status == "accepted":
                 assert node.p > 0
     assert skipped > 0
+
+
+BF16_GRID = [(k, t, p, 0) for k in KINDS for t, p in ((0.3, 1.0), (1.0, 0.9), (1.5, 0.5))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,temperature,top_p,top_k", BF16_GRID,
+                         ids=[f"{k}-T{t}-p{p}" for k, t, p, _ in BF16_GRID])
+def test_output_law_with_bf16_kernels(pair_bf16, kind, temperature, top_p, top_k):
+    """Every kernel choice keeps the contract: with bf16 linear layers the output follows exactly the law of the
+    target those kernels compute (its logits from the same planned model, enumerated)."""
+    target, head = pair_bf16
+    counts, accepted, _ = sample_outputs(target, head, kind, temperature, top_p, top_k)
+    pvalue, outside = law_check(counts, exact_law(target, temperature, top_p, top_k))
+    assert not outside, f"emitted sequences the warped target gives probability 0: {outside}"
+    assert pvalue > P_MIN
+    assert accepted > N_SAMPLES // 3
 
 
 @pytest.mark.slow

@@ -1,8 +1,10 @@
 """The benchmark's methods: their names, and one timed generation of a prompt by each.
 
-  hf-greedy          transformers `generate` (greedy at T = 0, sampling with the same T / top-p at T > 0):
+  hf-greedy          transformers `generate` (greedy at T = 0, sampling with the same T / top-p at T > 0) with
+                     stock transformers' kernels (fp32 F.linear, cpu_kernels.stock_kernels: not our plan):
                      what a user would otherwise run, and the baseline of `speedup`
-  vanilla            our own plain decoding (DecodeConfig(draft="vanilla"))
+  vanilla            our own plain decoding (DecodeConfig(draft="vanilla")) with our kernels: the same numerical
+                     model as the eagle-* methods, so what speculation adds on top of kernel work is eagle / vanilla
   hf-prompt-lookup   transformers prompt-lookup decoding (generate(prompt_lookup_num_tokens=...))
   eagle-chain, eagle-static, eagle-dynamic   EAGLE drafting with the shifted head; a `:unshifted` suffix
                      (e.g. eagle-static:unshifted) uses the ablation head instead
@@ -124,6 +126,8 @@ def hf_generation_config(target, max_new_tokens: int, temperature: float, top_p:
 def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float, seed: int,
            prompt_lookup: int | None = None) -> dict:
     import torch
+
+    from ..model.cpu_kernels import stock_kernels
     gc = hf_generation_config(target, max_new_tokens, temperature, top_p, prompt_lookup)
     ids = torch.tensor([prompt_ids], device=target.device)
     mask = torch.ones_like(ids)
@@ -131,7 +135,7 @@ def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: floa
     try:
         torch.manual_seed(seed)
         t0 = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), stock_kernels():
             out = target.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
         if target.device.type == "cuda":
             torch.cuda.synchronize()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import machine_load
 from .methods import BASELINE, HF_METHODS
 from .metrics import TAU_NOTE
+from .pass_cost import format_pass_costs
 
 
 def _f(x, fmt="{:.2f}", none="-"):
@@ -28,13 +29,33 @@ def load_line(load: dict) -> str:
             f"{load.get('method')})")
 
 
+def numerics_lines(nr: dict | None) -> list[str]:
+    """Where our numerical model and the stock fp32 reference part (run._numerics_report), in words."""
+    if not nr:
+        return []
+    head = (f"numerics: our engine computes {nr['numerics']} (vanilla and eagle-* alike; eagle-* are checked "
+            f"against vanilla); {nr['reference']} parts from vanilla on {nr['parted']} of {nr['prompts']} prompts")
+    if not nr["parted"]:
+        return ["", head]
+    lines = ["", head + f", where the fp32 reference's logits of the two tokens differ by {nr['median_margin']:.3g} "
+                        f"(median) / {nr['max_margin']:.3g} (max): two numerical models of the same weights, "
+                        "not a decoding error"]
+    for d in nr["divergences"][:6]:
+        lines.append(f"  prompt {d['prompt']}: token {d['index']}: fp32 {d['fp32_token']!r} vs ours "
+                     f"{d['ours_token']!r}, fp32 margin {d['fp32_margin']:.3g}")
+    if len(nr["divergences"]) > 6:
+        lines.append(f"  ... and {len(nr['divergences']) - 6} more (in the JSON)")
+    return lines
+
+
 # ============================================================================ the table
 def format_table(report: dict) -> str:
     """The report as text: its settings and the machine load, one row per method, then acceptance per depth,
     accepted-length histograms, where the time goes and speedup by category (where the report has them)."""
     cfg, ms = report["config"], report["methods"]
     greedy = cfg.get("temperature", 0) == 0
-    lines = (_header_lines(report) + _method_rows(ms, cfg, greedy) + _acceptance_lines(ms) + _histogram_lines(ms)
+    lines = (_header_lines(report) + format_pass_costs(report.get("pass_costs")) + _method_rows(ms, cfg, greedy)
+             + numerics_lines(report.get("numerics")) + _acceptance_lines(ms) + _histogram_lines(ms)
              + _time_split_lines(ms) + _category_lines(ms))
     if cfg.get("skipped_prompts"):
         lines.append(f"\nskipped (too long for the context): {len(cfg['skipped_prompts'])} prompts")

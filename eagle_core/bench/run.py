@@ -13,7 +13,12 @@ with the unshifted head) all run in one process, on the same target, prompts and
 method runs once, the order rotating from prompt to prompt so that none always runs first or last; one warm-up
 run of every method before any timing. The figures of each method (summary.py, from metrics.py): tau, tokens/s,
 speedup over hf-greedy with its bootstrap 95% interval, acceptance per depth, the accepted-length histogram, and
-at T = 0 the mismatches against hf-greedy's tokens, told apart from near-ties (decoding/divergence.py).
+at T = 0 the mismatches against the reference that computes the same function, told apart from near-ties
+(decoding/divergence.py): hf-greedy's tokens for transformers' and vLLM's methods and, for our own methods,
+hf-greedy's where our kernels compute fp32 like it, else `vanilla`'s (plain decoding with the same kernels, e.g.
+the bf16 linear layers the CPU plan picks with AMX); where those two numerical models part, the report gives the
+fp32 reference's logit margin there. The report opens with what one target pass costs by tokens per pass
+(pass_cost.py), with our kernels and with stock transformers'.
 
 A busy machine (machine_load.py): before loading anything the benchmark measures the other work on the machine
 and refuses to run (exit status 3) while it keeps more than 0.25 cores busy for --wait-quiet seconds, unless
@@ -33,7 +38,7 @@ import sys
 import time
 
 from . import machine_load
-from ..decoding.divergence import TIE_EPS, first_divergence, near_tie
+from ..decoding.divergence import TIE_EPS, divergence, first_divergence, near_tie, tie_eps_for
 from .errors import BenchError
 from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
 from .methods import (BASE_METHODS, BASELINE, DEFAULT_METHODS, OUTSIDE_METHODS, VLLM_METHODS, max_nodes,
@@ -79,8 +84,9 @@ def device_string(target, threads: int | None = None) -> str:
 def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | None = None, *,
               base_cfg=None, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
               seed: int = 0, prompt_lookup: int = 10, warmup: bool = True, progress: bool = True,
-              tie_eps: float = TIE_EPS, device: str | None = None, config: dict | None = None,
-              load_before: float | None = None, warn=None, engines: dict | None = None) -> dict:
+              tie_eps: float | None = None, device: str | None = None, config: dict | None = None,
+              load_before: float | None = None, warn=None, engines: dict | None = None,
+              pass_costs: bool = True) -> dict:
     """Run every method on every prompt; returns the report ({"device", "config", "methods", "per_prompt"}).
 
     target: a loaded Target; heads: {"shifted": EagleHead, "unshifted": EagleHead} (only those the methods
@@ -89,6 +95,8 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     report's "load" says whether the run was quiet; load_before: the check the caller made before starting;
     warn(text) is called as soon as a run turns out busy (once); engines: {"vllm": worker, "vllm-eagle": worker}
     (bench/vllm.py) for the vLLM methods, whose processes' CPU time counts as the method's own while it runs.
+    tie_eps: the near-tie margin for our methods (default: tie_eps_for the target's numerics; transformers' and
+    vLLM's methods against hf-greedy use TIE_EPS); pass_costs: time one target pass by tokens per pass first.
     """
     heads = heads or {}
     engines = engines or {}
@@ -103,31 +111,42 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     def own_pids(method):
         return engines[method].own_pids() if method in engines else ()
 
+    numerics = getattr(target, "numerics", str(target.dtype).rpartition(".")[2])
+    # near-tie margins: against hf-greedy fp32's, against vanilla our numerical model's (unless one is given)
+    eps_pair = (TIE_EPS, tie_eps_for(numerics)) if tie_eps is None else (tie_eps, tie_eps)
+    costs = None
+    if pass_costs:
+        from .pass_cost import pass_costs as measure_pass_costs
+        costs = measure_pass_costs(target)
     if warmup:   # every method once, untimed: allocator, kernels, caches
         for m in methods:
             generate(m, rendered[0][1], min(max_new_tokens, 16))
     per_prompt = _timed_runs(generate, rendered, methods, progress, warn, own_pids)
     greedy = temperature == 0
-    # T = 0: compare every method's tokens with hf-greedy's (or, without it, with vanilla's)
-    ref_name = BASELINE if BASELINE in per_prompt else ("vanilla" if "vanilla" in per_prompt else None)
-    if greedy and ref_name:
-        _mark_divergences(target, per_prompt, ref_name, rendered, tie_eps)
+    # T = 0: compare every method's tokens with those of the reference computing the same function
+    refs = mismatch_references(per_prompt, numerics) if greedy else {}
+    if refs:
+        _mark_divergences(target, per_prompt, refs, rendered, eps_pair)
+    numerics_report = (_numerics_report(target, per_prompt, rendered, numerics)
+                       if greedy and numerics != "float32" else None)
 
     summary = summarize_all(per_prompt, greedy, BASELINE)
     cfg = dict(config or {})
     cfg.setdefault("date", _now())
     cfg.update(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
-               methods=methods, baseline=BASELINE, mismatch_reference=ref_name if greedy else None,
+               methods=methods, baseline=BASELINE, mismatch_reference=_reference_words(refs) if refs else None,
+               mismatch_references=refs or None, numerics=numerics,
                tree={"static_preset": base_cfg.tree, "depth": base_cfg.depth, "top_k": base_cfg.top_k,
                      "total_tokens": base_cfg.total_tokens},
-               prompt_lookup_num_tokens=prompt_lookup, warmup=warmup, tie_eps=tie_eps,
+               prompt_lookup_num_tokens=prompt_lookup, warmup=warmup, tie_eps=eps_pair[1],
+               tie_eps_fp32_reference=eps_pair[0],
                n_prompts=len(rendered), skipped_prompts=skipped, target=target.name, dtype=str(target.dtype),
                tau_definition=TAU_NOTE)
     cfg.setdefault("heads", {k: getattr(h, "path", None) for k, h in heads.items() if h is not None})
     runs = [r.get("other_cores") for rs in per_prompt.values() for r in rs]
     load = machine_load.summarize(load_before, runs)
     return {"device": device or device_string(target), "config": cfg, "load": load, "methods": summary,
-            "per_prompt": _lean(per_prompt)}
+            "pass_costs": costs, "numerics": numerics_report, "per_prompt": _lean(per_prompt)}
 
 
 def _now() -> str:
@@ -200,20 +219,70 @@ def _timed_runs(generate, rendered, methods, progress: bool, warn, own_pids=lamb
     return per_prompt
 
 
-def _mark_divergences(target, per_prompt: dict, ref_name: str, rendered, tie_eps: float):
-    """Set `diverged_at` (first token that differs from the reference method's, or None) and `tie` (the target's
-    top-2 logits there within tie_eps) on every result."""
-    refs = per_prompt[ref_name]
+def mismatch_references(per_prompt: dict, numerics: str) -> dict:
+    """{method: the method whose tokens it must equal at T = 0}. hf-greedy (stock fp32) is the reference of
+    transformers' and vLLM's methods. Ours (vanilla, eagle-*) follow hf-greedy too when our kernels compute fp32;
+    under another numerical model (bf16-linear) eagle-* follow vanilla, plain decoding with the same kernels,
+    and vanilla itself is compared with hf-greedy by _numerics_report instead (hf-greedy when vanilla did not
+    run: then a part at a wider margin than fp32's near-ties counts as a mismatch)."""
+    same = numerics == "float32"
+    out = {}
+    for m in per_prompt:
+        if m == BASELINE:
+            continue
+        if m in OUTSIDE_METHODS:
+            candidates = [BASELINE] + (["vanilla"] if same else [])
+        elif m == "vanilla":
+            candidates = [BASELINE] if same else []
+        else:
+            candidates = [BASELINE, "vanilla"] if same else ["vanilla", BASELINE]
+        ref = next((r for r in candidates if r in per_prompt), None)
+        if ref is not None:
+            out[m] = ref
+    return out
+
+
+def _reference_words(refs: dict) -> str:
+    names = sorted(set(refs.values()))
+    if len(names) == 1:
+        return names[0]
+    return " / ".join(f"{r} (for {', '.join(m for m in refs if refs[m] == r)})" for r in names)
+
+
+def _mark_divergences(target, per_prompt: dict, refs: dict, rendered, eps_pair: tuple[float, float]):
+    """Set `diverged_at` (first token that differs from the method's reference, or None) and `tie` (the top-2
+    logits there within the tolerance, measured with the kernels the method's reference ran) on every result."""
     for m, rs in per_prompt.items():
-        for r, ref in zip(rs, refs):
-            if m == ref_name:
+        ref_name = refs.get(m)
+        if ref_name is None:
+            for r in rs:
                 r["diverged_at"], r["tie"] = None, False
-                continue
+            continue
+        stock = ref_name == BASELINE
+        eps = eps_pair[0] if stock else eps_pair[1]
+        for r, ref in zip(rs, per_prompt[ref_name]):
             d = first_divergence(r["token_ids"], ref["token_ids"])
             r["diverged_at"] = d
             r["tie"] = False
             if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])):
-                r["tie"] = near_tie(target, rendered[r["prompt"]][1], ref["token_ids"][:d], tie_eps)
+                r["tie"] = near_tie(target, rendered[r["prompt"]][1], ref["token_ids"][:d], eps, stock=stock)
+
+
+def _numerics_report(target, per_prompt: dict, rendered, numerics: str) -> dict | None:
+    """Where our numerical model (e.g. bf16-linear) and stock fp32 part: for every prompt on which vanilla's
+    tokens differ from hf-greedy's, the fp32 reference's logit margin between the two tokens there."""
+    if "vanilla" not in per_prompt or BASELINE not in per_prompt:
+        return None
+    parts = []
+    for r, ref in zip(per_prompt["vanilla"], per_prompt[BASELINE]):
+        d = divergence(target, rendered[r["prompt"]][1], ref["token_ids"], r["token_ids"], stock=True)
+        if d is not None:
+            parts.append({"prompt": r.get("id", r["prompt"]), "index": d["index"], "fp32_margin": round(d["margin"], 4),
+                          "fp32_token": d["plain_text"], "ours_token": d["eagle_text"]})
+    margins = sorted(p["fp32_margin"] for p in parts)
+    return {"numerics": numerics, "reference": f"{BASELINE} (stock fp32)", "prompts": len(per_prompt["vanilla"]),
+            "parted": len(parts), "median_margin": margins[len(margins) // 2] if margins else None,
+            "max_margin": margins[-1] if margins else None, "divergences": parts}
 
 
 def _lean(per_prompt: dict) -> dict:

@@ -1,7 +1,7 @@
 """The benchmark on every shared prompt set, with one command, one process and one set of defaults.
 
     python -m eagle_core.bench.sets --limit 20 [--sets mt_bench,humaneval,gsm8k,alpaca] [--data ../shared/data] \
-        [--methods hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup] [--out assets/bench]
+        [--methods hf-greedy,vanilla,eagle-static,eagle-dynamic,hf-prompt-lookup] [--out assets/bench]
 
 For each set it runs eagle_core.bench.run.run_bench (same target, heads, tree and kernels for all: nothing is tuned per
 set) and writes OUT/sets_<set>_t0_cpu.json; then a combined table (one row per set: tau, tokens/s, speedup with its
@@ -22,11 +22,12 @@ from .errors import BenchError
 from .methods import BASELINE, EAGLE_DRAFTS, method_head_shift, parse_methods
 from .prompt_sets import set_path
 from .prompts import load_prompts
+from .pass_cost import format_pass_costs
 from .report import cycle_cost, format_table
 from .run import check_quiet, device_string, fail, quiet_libraries, run_bench
 
 SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
-DEFAULT_METHODS = "hf-greedy,eagle-static,eagle-chain,hf-prompt-lookup"
+DEFAULT_METHODS = "hf-greedy,vanilla,eagle-static,eagle-dynamic,hf-prompt-lookup"
 from ..paths import SHARED_DATA as DATA   # ../shared/data beside the repository, wherever the command runs
 
 
@@ -39,6 +40,8 @@ def set_row(name: str, report: dict, eagle: str) -> dict:
             "speedup": e.get("speedup"), "speedup_ci95": e.get("speedup_ci95"),
             "prompt_lookup_speedup": pl.get("speedup"), "prompt_lookup_tau": pl.get("tau"),
             "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet"),
+            "vanilla_speedup": ms.get("vanilla", {}).get("speedup"),
+            "fp32_parted": (report.get("numerics") or {}).get("parted"),
             "cycle_cost": cycle_cost(e, ms.get(BASELINE)) if e else None}
 
 
@@ -52,7 +55,7 @@ def best_eagle(report: dict) -> str | None:
 def format_rows(rows: list[dict]) -> str:
     f = lambda x, fmt="{:.2f}": "-" if x is None else fmt.format(x)   # noqa: E731
     head = ("| prompt set | n | EAGLE method | tau | cycle cost | tok/s (hf-greedy) | speedup | 95% CI | "
-            "prompt lookup | mismatches | machine |")
+            "vanilla | prompt lookup | mismatches | parts from fp32 | machine |")
     lines = [head, "| " + " | ".join("---" for _ in head.strip("|").split("|")) + " |"]
     for r in rows:
         ci = r["speedup_ci95"]
@@ -60,8 +63,10 @@ def format_rows(rows: list[dict]) -> str:
                      f"{f(r['tokens_per_s'], '{:.1f}')} "
                      f"({f(r['baseline_tokens_per_s'], '{:.1f}')}) | {f(r['speedup'], '{:.2f}x')} | "
                      + (f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-")
+                     + f" | {f(r.get('vanilla_speedup'), '{:.2f}x')}"
                      + f" | {f(r['prompt_lookup_speedup'], '{:.2f}x')} (tau {f(r['prompt_lookup_tau'])}) | "
-                     f"{f(r['mismatches'], '{}')} | {'quiet' if r['quiet'] else 'BUSY'} |")
+                     f"{f(r['mismatches'], '{}')} | {f(r.get('fp32_parted'), '{}')} | "
+                     f"{'quiet' if r['quiet'] else 'BUSY'} |")
     return "\n".join(lines)
 
 
@@ -205,6 +210,14 @@ def _write_summary(reports: dict, out: str, command: str, device: str) -> int:
     """The combined table (stdout and OUT/sets_t0_cpu.md) and chart (OUT/sets_t0_cpu.png) of the sets' reports."""
     rows = [set_row(s, rep, best_eagle(rep) or "eagle-static") for s, rep in reports.items()]
     table = format_rows(rows)
+    first = next(iter(reports.values()))
+    costs = "\n".join(format_pass_costs(first.get("pass_costs"))[1:])
+    if costs:
+        table += ("\n\nvanilla = our plain decoding with our kernels (speedup over hf-greedy: the kernels alone); "
+                  "mismatches = the EAGLE method's prompts whose tokens differ from its reference's "
+                  f"({first['config'].get('mismatch_reference')}); parts from fp32 = prompts on which vanilla's "
+                  "tokens part from stock fp32 hf-greedy's (two numerical models; margins in the JSON)\n\n"
+                  f"```\n{costs}\n```")
     print(table)
     for s, rep in reports.items():
         w = machine_load.warning(rep.get("load") or {})

@@ -89,15 +89,16 @@ class PreallocatedLayer(DynamicLayer):
     tokens, ~14 MB over 30 layers per pass); here an append writes the new entries in place.
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, dtype: torch.dtype | None = None):
         super().__init__()
-        self.capacity = capacity
+        self.capacity, self.dtype = capacity, dtype
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         b, h, _, d = key_states.shape
         self.device = key_states.device
-        self._k = key_states.new_empty(b, h, self.capacity, d)
-        self._v = value_states.new_empty(b, h, self.capacity, value_states.shape[-1])
+        self._k = key_states.new_empty(b, h, self.capacity, d, dtype=self.dtype or key_states.dtype)
+        self._v = value_states.new_empty(b, h, self.capacity, value_states.shape[-1],
+                                         dtype=self.dtype or value_states.dtype)
         self.keys, self.values = self._k[:, :, :0], self._v[:, :, :0]
         self.is_initialized = True
 
@@ -113,11 +114,20 @@ class PreallocatedLayer(DynamicLayer):
         return self.keys, self.values
 
 
-def new_kv_cache(capacity: int) -> DynamicCache:
-    """A DynamicCache whose layers (created on first use, one per target layer) hold `capacity` entries."""
+def new_kv_cache(capacity: int, dtype: torch.dtype | None = None) -> DynamicCache:
+    """A DynamicCache whose layers (created on first use, one per target layer) hold `capacity` entries, in
+    `dtype` (default: the keys' own; float64 makes attention row-consistent, model/attention.py)."""
     cache = DynamicCache()
-    cache.layer_class_to_replicate = lambda: PreallocatedLayer(capacity)
+    cache.layer_class_to_replicate = lambda: PreallocatedLayer(capacity, dtype)
     return cache
+
+
+def kv_cache_dtype(target) -> torch.dtype | None:
+    """float64 for a target whose linear layers are row-independent (bf16-linear): with attention summed in
+    float64 too, a tree pass computes each node exactly as a one-token step (model/attention.py); else None."""
+    if getattr(target, "numerics", None) == "bf16-linear" and target.device.type == "cpu":
+        return torch.float64
+    return None
 
 
 def keep_cache_entries(cache: DynamicCache, start: int, keep: torch.Tensor):
@@ -165,7 +175,7 @@ class EagleDecoder:
         self.gen.manual_seed(cfg.seed)
         max_len = min(target.max_context, len(prompt_ids) + cfg.max_new_tokens + 2)
         # the prefix, plus the last cycle's whole tree before its rejected nodes are dropped
-        self.cache = new_kv_cache(min(target.max_context, max_len + self.spec.max_nodes))
+        self.cache = new_kv_cache(min(target.max_context, max_len + self.spec.max_nodes), kv_cache_dtype(target))
         self.drafter = self._new_drafter(max_len)   # None for plain decoding (no head cache, no LM-head copy)
         self.pending_feats = None          # true features not yet given to the head
         self.records = RecordBuilder(target, cfg.record_topk, cfg.temperature)

@@ -6,6 +6,14 @@ is built for long queries, and the caller first copies K and V once per query-he
 queries over 300 keys that cost 2-3x the plain matmul-softmax-matmul below, which reads K and V once per KV
 head, without copies. Single-token decoding (no mask), prefills and boolean masks keep transformers' SDPA path
 untouched, so plain decoding and `generate` run exactly the kernels they ran before.
+
+Row-consistent attention (the bf16-linear numerical model, cpu_kernels.py). When the engine's KV cache holds
+float64 keys and values (engine.new_kv_cache(dtype=torch.float64)), one-token steps and tree passes alike run the
+small-query path in float64 and round the result to float32 once. A tree node's ancestors sit at scattered
+places among the tree's entries, a committed token's predecessors in a row, so the two sums over keys run in
+different orders; in float64 those orders differ by ~1e-16, far below float32's rounding, so a node's attention
+output equals the one-token step's bit for bit (but once in ~1e9 values). With the row-independent bf16 linear
+layers this makes a tree pass compute every node's logits exactly as plain decoding does.
 """
 from __future__ import annotations
 
@@ -45,8 +53,18 @@ def small_query_attention(query, key, value, mask, scale: float | None = None) -
 
 def tree_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
                            scaling: float | None = None, **kwargs):
-    """A transformers attention function: the small-query path for masked passes of a few tokens, else SDPA."""
+    """A transformers attention function: the small-query path for masked passes of a few tokens, else SDPA;
+    with a float64 cache (row-consistent attention, see the docstring) every step and tree pass in float64."""
     n = query.shape[2]
+    if key.dtype == torch.float64 and query.dtype != torch.float64:
+        mask = attention_mask
+        if (n <= MAX_QUERIES and dropout == 0 and kwargs.get("position_bias") is None
+                and ((n == 1 and mask is None) or (mask is not None and mask.dtype != torch.bool))):
+            if mask is not None:
+                mask = mask[:, :, :, :key.shape[2]].to(torch.float64)
+            out = small_query_attention(query.to(torch.float64), key, value, mask, scaling)
+            return out.to(query.dtype).transpose(1, 2).contiguous(), None
+        key, value = key.to(query.dtype), value.to(query.dtype)   # a prefill: SDPA, as without the cache
     if (attention_mask is None or attention_mask.dtype == torch.bool or n == 1 or n > MAX_QUERIES
             or dropout > 0 or query.device.type != "cpu" or kwargs.get("position_bias") is not None):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,

