@@ -319,3 +319,55 @@ def test_cli_vllm_methods_without_vllm_fail_before_loading(monkeypatch, capsys):
     assert rc == 2 and err.startswith("error: the vllm methods need vLLM") and "setup_vllm.sh" in err
     rc = run.main(["--prompts", "humaneval", "--limit", "1", "--methods", "vllm-eagle", "--vllm-k", "0"])
     assert rc == 2 and "--vllm-k must be in 1..8" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ numerical models
+def test_pass_costs_are_in_the_report(tiny_report):
+    pc = tiny_report["pass_costs"]
+    assert pc["rows"] == [1, 2, 4, 8, 16, 26] and pc["steps"][0] == 1.0
+    assert len(pc["plan_ms"]) == len(pc["stock_ms"]) == 6 and all(m > 0 for m in pc["plan_ms"] + pc["stock_ms"])
+    assert pc["numerics"] == "float32"          # tiny targets run fp32 (conftest)
+    text = report.format_table(tiny_report)
+    assert "target pass cost by tokens per pass" in text and "stock transformers (fp32)" in text
+
+
+def test_mismatch_references_follow_the_numerical_model():
+    pp = dict.fromkeys(["hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-static", "vllm-eagle"], [])
+    same = run.mismatch_references(pp, "float32")
+    assert same == {"vanilla": "hf-greedy", "hf-prompt-lookup": "hf-greedy", "eagle-static": "hf-greedy",
+                    "vllm-eagle": "hf-greedy"}
+    bf16 = run.mismatch_references(pp, "bf16-linear")
+    # ours against plain decoding with the same kernels; vanilla itself goes to the numerics report instead
+    assert bf16 == {"hf-prompt-lookup": "hf-greedy", "eagle-static": "vanilla", "vllm-eagle": "hf-greedy"}
+    no_vanilla = run.mismatch_references({"hf-greedy": [], "eagle-chain": []}, "bf16-linear")
+    assert no_vanilla == {"eagle-chain": "hf-greedy"}
+
+
+def test_bf16_run_checks_eagle_against_vanilla_and_reports_where_fp32_parts(real_tokenizer, monkeypatch):
+    from conftest import tiny_llama
+    from eagle_core.decoding.engine import DecodeConfig
+    from eagle_core.model.target import load_target
+    target = load_target(model=tiny_llama(seed=9), tokenizer=real_tokenizer, device="cpu", kernels="bf16")
+    assert target.numerics == "bf16-linear"
+    head = random_head(target, "shifted", seed=2)
+    one = [{"id": "a", "prompt": "Hi there", "category": "x"}, {"id": "b", "prompt": "Tell me", "category": "x"}]
+    real = methods.run_hf
+
+    def tampered(*a, **k):   # hf-greedy's 3rd token differs on the first prompt: the fp32 model "parts"
+        r = real(*a, **k)
+        if a[1] == target.render_prompt("Hi there"):
+            r["token_ids"][2] = (r["token_ids"][2] + 1) % 1000
+        return r
+    monkeypatch.setattr(methods, "run_hf", tampered)
+    r = run.run_bench(target, one, ["hf-greedy", "vanilla", "eagle-chain"], {"shifted": head},
+                      base_cfg=DecodeConfig(draft="static", tree="cpu-4", depth=3), max_new_tokens=6,
+                      progress=False, warmup=False, pass_costs=False)
+    assert r["config"]["numerics"] == "bf16-linear" and r["config"]["tie_eps"] == 0.05
+    assert r["config"]["mismatch_references"] == {"eagle-chain": "vanilla"}
+    assert r["methods"]["eagle-chain"]["mismatches"] == 0          # against vanilla: the same function
+    nr = r["numerics"]
+    assert nr["parted"] == 1 and nr["prompts"] == 2 and nr["divergences"][0]["index"] == 2
+    assert nr["divergences"][0]["fp32_margin"] >= 0
+    text = report.format_table(r)
+    assert "parts from vanilla on 1 of 2 prompts" in text and "fp32 margin" in text
+    assert r["pass_costs"] is None

@@ -105,13 +105,21 @@ def test_draft_vocabulary_keeps_greedy_identity(tiny_target, tiny_random_head):
             assert all(n.token_id in allowed for c in got.cycles[1:] for n in c.nodes[1:])
 
 
-def test_bf16_draft_keeps_identity_and_acceptance(oracle):
-    """Drafting in bfloat16 (a CPU speed lever) changes only q: output identical, the oracle still accepted."""
+@pytest.mark.parametrize("draft_dtype", ["bfloat16", "mixed"])
+def test_bf16_draft_keeps_identity_and_acceptance(oracle, draft_dtype):
+    """Drafting in bfloat16, or with an fp32 head and a bf16 draft LM head ("mixed", the CPU default), is a speed
+    lever that changes only q: output identical, the oracle still accepted."""
     target, head = oracle
     for ids in prompts(6, seed=7):
         ref = run(target, None, ids, draft="vanilla", max_new_tokens=24)
-        got = run(target, head, ids, max_new_tokens=24, draft="static", tree="mc_sim_7b_63", draft_dtype="bfloat16")
+        dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=24, draft="static", tree="mc_sim_7b_63",
+                                                      draft_dtype=draft_dtype), ids)
+        while not dec.done:
+            dec.step()
+        got = dec.result()
         assert got.token_ids == ref.token_ids and got.tau > 2.5
+    assert dec.drafter.lm.weight.dtype == torch.bfloat16
+    assert dec.drafter.dtype == (torch.float32 if draft_dtype == "mixed" else torch.bfloat16)
 
 
 def test_unshifted_head_and_records(oracle):

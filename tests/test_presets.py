@@ -32,3 +32,26 @@ def test_an_empty_static_tree_is_refused_not_replaced_by_the_default():
         spec.max_nodes
     assert DraftSpec(kind="static").static_choices() == MC_SIM_7B_63          # None still means the default
     assert DraftSpec(kind="static", choices=[[0]]).static_choices() == [[0]]
+
+
+def test_fitted_dynamic_settings_feed_the_cpu_default(tmp_path, monkeypatch):
+    from eagle_core.decoding import engine, presets
+    monkeypatch.setattr(presets, "DYNAMIC_DIR", str(tmp_path))
+    assert presets.fitted_dynamic() == {}
+    assert engine.default_config("cpu").depth == engine.DecodeConfig().depth     # nothing fitted: the defaults
+    (tmp_path / "smollm2-cpu.json").write_text(json.dumps({"depth": 4, "top_k": 4, "total_tokens": 8, "tau": 2.1}))
+    assert presets.fitted_dynamic() == {"depth": 4, "top_k": 4, "total_tokens": 8}
+    cfg = engine.default_config("cpu")
+    assert (cfg.depth, cfg.top_k, cfg.total_tokens) == (4, 4, 8) and cfg.draft == "static"
+    (tmp_path / "smollm2-cpu.json").write_text("{not json")
+    assert presets.fitted_dynamic() == {}
+
+
+def test_dynamic_fit_measures_real_decoding(tiny_target, tiny_random_head):
+    from eagle_core.bench.dynamic_fit import measure
+    from eagle_core.decoding.engine import DecodeConfig
+    row = measure(tiny_target, tiny_random_head, [{"prompt": "Hi"}, {"prompt": "Tell me a story"}], 3, 2, 4, 6,
+                  DecodeConfig())
+    assert (row["depth"], row["top_k"], row["total_tokens"]) == (3, 2, 4)
+    assert row["tau"] >= 1.0 and row["cycle_ms"] > 0
+    assert row["tokens_per_s_model"] == pytest.approx(row["tau"] / row["cycle_ms"] * 1e3, rel=0.02)

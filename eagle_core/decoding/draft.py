@@ -99,26 +99,32 @@ def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.L
     return lin
 
 
-def head_in_dtype(head, dtype: torch.dtype):
-    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
-    if head.fc.weight.dtype == dtype:
+def head_in_dtype(head, dtype: torch.dtype, bf16_linears: bool = False):
+    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q.
+    bf16_linears: a copy whose linear layers run the bf16 kernel (cpu_kernels.py) between `dtype` activations."""
+    if head.fc.weight.dtype == dtype and not bf16_linears:
         return head
+    key = (dtype, bf16_linears)
     with _BUILD_LOCK:   # sessions build decoders concurrently: one copy, and never a deep copy of a packed one
         copies = head.__dict__.setdefault("_dtype_copies", {})
-        if dtype not in copies:
+        if key not in copies:
             import copy
             clone = copy.deepcopy(head, memo={id(copies): {}})   # the copies cache itself is not copied
             clone = clone.to(dtype).requires_grad_(False)
-            pack_cpu_linears(clone)   # an inference-only copy: pre-pack its weights on a CPU
-            copies[dtype] = clone
-        return copies[dtype]
+            if clone.fc.weight.device.type == "cpu":   # an inference-only copy: pre-pack its weights
+                pack_cpu_linears(clone, mode="bf16" if bf16_linears else None)
+            copies[key] = clone
+        return copies[key]
 
 
 class Drafter:
     """Runs the head over committed entries and grows one tree per cycle."""
 
     def __init__(self, head, target, spec: DraftSpec, max_len: int, draft_vocab: torch.Tensor | None = None,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, lm_dtype: torch.dtype | None = None):
+        """dtype: the head's (default its weights'); lm_dtype: the draft LM head's (default dtype): "mixed" on
+        a CPU is an fp32 head and a bf16 LM head, the head's many small ops cheaper in fp32, the LM head's weight
+        bytes halved."""
         self.dtype = dtype or head.fc.weight.dtype
         head = head_in_dtype(head, self.dtype)
         self.head, self.target, self.spec = head, target, spec
@@ -127,7 +133,8 @@ class Drafter:
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size
         # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
-        self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, self.dtype)
+        self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype)
+        self.lm_dtype = self.lm.weight.dtype
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())
@@ -197,7 +204,7 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            small = warp(self.lm(frontier_feats[0]).float())   # [F, K] draft log-probs over the draft vocabulary
+            small = warp(self.lm(frontier_feats[0].to(self.lm_dtype)).float())   # [F, K] draft log-probs (draft vocab)
             logp = small
             if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
                 logp = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(

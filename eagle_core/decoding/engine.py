@@ -32,7 +32,7 @@ from transformers.cache_utils import DynamicLayer
 from .cycle import CycleResult, RecordBuilder
 from .draft import Drafter, DraftSpec
 from .limits import LIMITS
-from .presets import tree_presets
+from .presets import fitted_dynamic, tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
 from .sampling import sample, warp_logits
 from ..model.target import pick_dtype
@@ -55,7 +55,8 @@ class DecodeConfig:
     seed: int = 0
     record_topk: int = 5             # per-node distributions kept in the records (0 = lean records)
     draft_vocab: int = 0             # draft LM head over the K most frequent tokens (0 = full vocabulary)
-    draft_dtype: str = ""            # "" = the target's; "bfloat16" halves the draft's weight reads on a CPU
+    draft_dtype: str = ""            # "" = the target's; "bfloat16" halves the draft's weight reads on a CPU;
+                                     # "mixed": an fp32 head and a bf16 draft LM head (the CPU default)
 
     def spec(self) -> DraftSpec:
         if self.draft not in ("chain", "static", "dynamic", "vanilla"):
@@ -187,6 +188,8 @@ class EagleDecoder:
             raise ValueError("EAGLE drafting needs a head")
         cfg, target = self.cfg, self.target
         vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
+        if cfg.draft_dtype == "mixed":
+            return Drafter(self.head, target, self.spec, max_len, vocab, torch.float32, torch.bfloat16)
         ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
         return Drafter(self.head, target, self.spec, max_len, vocab, ddt)
 
@@ -328,7 +331,9 @@ def default_config(device_type: str = "cpu") -> DecodeConfig:
     if device_type == "cpu":
         # a small static tree: the one eagle_core.bench.tree_fit fitted
         # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json), else cpu-4;
-        # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x (output stays exact)
+        # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x and an fp32 head is faster than a bf16 one
+        # ("mixed", draft.py); drafting precision changes q only, the output stays exact
         tree = "smollm2-cpu" if "smollm2-cpu" in tree_presets() else "cpu-4"
-        return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="bfloat16")
+        # draft="dynamic" (EAGLE-2) takes the settings bench/dynamic_fit.py measured fastest here, when fitted
+        return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="mixed", **fitted_dynamic())
     return DecodeConfig(draft="dynamic", depth=6, top_k=10, total_tokens=60)

@@ -81,3 +81,17 @@ def tree_presets() -> dict:
                 TREE_PRESETS.setdefault(name, choices)
             _FITTED_LOADED = True
     return TREE_PRESETS
+
+
+DYNAMIC_DIR = os.path.join(TREES, "dynamic")
+
+
+def fitted_dynamic(name: str = "smollm2-cpu") -> dict:
+    """EAGLE-2 settings {"depth", "top_k", "total_tokens"} that `python -m eagle_core.bench.dynamic_fit` measured
+    fastest (assets/trees/dynamic/NAME.json); {} when absent or unreadable."""
+    try:
+        with open(os.path.join(DYNAMIC_DIR, f"{name}.json")) as f:
+            d = json.load(f)
+        return {k: int(d[k]) for k in ("depth", "top_k", "total_tokens")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
