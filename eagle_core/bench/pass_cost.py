@@ -8,6 +8,7 @@ pass costs ~1 step, a 26-node tree is nearly free; where it costs ~2, only a sho
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 ROWS = (1, 2, 4, 8, 16, 26)
@@ -28,8 +29,7 @@ def _one_pass_seconds(target, rows: int, prefix: int, reps: int, stock: bool) ->
     keep = torch.arange(prefix, device=dev)[:0]
     cache = new_kv_cache(prefix + rows + 1, None if stock else kv_cache_dtype(target))   # as the engine keeps it
     best = float("inf")
-    ctx = stock_kernels if stock else _nothing
-    with torch.inference_mode(), ctx():
+    with torch.inference_mode(), stock_kernels() if stock else contextlib.nullcontext():
         target.forward(ids, past_key_values=cache, logits="last")
         for i in range(reps + 1):                       # the first is a warm-up
             if dev.type == "cuda":
@@ -42,14 +42,6 @@ def _one_pass_seconds(target, rows: int, prefix: int, reps: int, stock: bool) ->
                 best = min(best, time.perf_counter() - t0)
             keep_cache_entries(cache, prefix, keep)      # drop the pass's entries: the prefix stays P tokens
     return best
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def pass_costs(target, rows=ROWS, prefix: int = 256, reps: int = 5) -> dict:

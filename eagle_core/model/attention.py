@@ -47,7 +47,8 @@ def small_query_attention(query, key, value, mask, scale: float | None = None) -
     scores = torch.matmul(query.reshape(B, G, r * n, d), key.transpose(-1, -2)).mul_(scale)
     if mask is not None:
         scores = scores.view(B, G, r, n, -1).add_(mask.unsqueeze(2)).view(B, G, r * n, -1)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    # at least float32 (a bf16 head), float64 when the cache is (its sums must not be rounded to float32 here)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(value.dtype)
     return torch.matmul(probs, value).view(B, H, n, d)
 
 

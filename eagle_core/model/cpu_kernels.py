@@ -12,21 +12,29 @@ weight of the model. PyTorch's CPU has three ways to do that:
           layer's input is rounded to bf16, products accumulate in fp32, the output is rounded to bf16 and handed
           on as fp32. Everything between the linear layers (norms, RoPE, attention, residuals) stays fp32.
 
-Measured on the 2-core Intel Xeon with AMX (SmolLM2-135M, one pass over a 300-token prefix, ms):
+Measured on the 2-core Intel Xeon with AMX (SmolLM2-135M, one pass over a 300-token prefix, every linear layer on
+the one kernel, LM head included, ms):
         rows       1     2     4     8    16    26
         plain    30.8  32.0  45.2  55.5  61.6  71.7
         packed   37.0  40.0  41.6  47.9  57.9  68.5
         bf16     27.1  28.3  28.5  30.3  33.7  39.4
-In fp32 a tree pass of 8 tokens costs ~1.6 one-token passes; in bf16 it costs what one token costs, and a bf16
-step is itself the fastest step. The weights are read at memory speed either way; bf16 halves the bytes and AMX
-makes the extra rows nearly free.
+In fp32 a tree pass of 8 tokens costs ~1.6 one-token passes; in bf16 about what one token costs, and a bf16 step
+is itself the fastest step: the weights are read at memory speed either way, bf16 halves the bytes, and AMX makes
+the extra rows nearly free. (The shipped plan's own figures, LM head fp32 and attention in float64 as below, are
+in the benchmark's report: bench/pass_cost.py.)
 
 Two numerical models, one choice per model. fp32 and bf16 weights are two different functions of the same
 checkpoint, so a target runs ONE of them at every row count: EAGLE's verification and plain decoding (`vanilla`)
 then compute the same function, which is what "lossless" is measured against. Within fp32 the plain/packed
 choice is per row count (the two kernels differ by fp32 rounding only). The bf16 kernel is row-independent on
 oneDNN (a row's output bits do not depend on which other rows share the call: tests/test_cpu_kernels.py checks
-it on this machine), so a tree pass and a one-token step give the same linear outputs bit for bit.
+it), so a tree pass and a one-token step give the same linear outputs bit for bit. The LM head never runs bf16
+(`fp32_only`): its output would be rounded to bf16, logits of ~20 in steps of 1/8, and near-ties would become
+exact ties (with a bf16 LM head, EAGLE parted from plain decoding on 4 of 10 MT-bench prompts within 64
+tokens, every time at a top-2 margin of exactly 0); it runs the
+packed fp32 kernel at every row count, which is row-independent too. PyTorch's CPU has no bf16 GEMM with an
+fp32 output (`aten::mm.dtype` is CUDA-only here), which would give the LM head both. Attention stays fp32
+arithmetic but is summed in float64 over a float64 KV cache (model/attention.py), for the same reason.
 
 `plan_kernels` times whole passes at load (~2 s for SmolLM2): bf16 is chosen when its one-token pass is no
 slower than fp32's (within 5%) and its passes over all probed row counts cost less in sum; a CPU without fast
