@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     r = dec.result(args.prompt)
     print(f"\n--- {r.new_tokens} tokens, {r.target_forwards} target forwards, tau {r.tau:.2f}, "
           f"{r.new_tokens / max(wall, 1e-9):.1f} tokens/s ({cfg.draft}, head {head.path if head else 'none'}, "
-          f"T={cfg.temperature}, stop: {r.finished})")
+          f"T={cfg.temperature}, {target.numerics} numerics, stop: {r.finished})")
     return 0
 
 

@@ -164,3 +164,46 @@ def test_set_kernel_switches_every_layer_and_back():
     for t, s in zip(K.kernel_tables(model), saved):
         t[:] = s
     assert all(set(t) == {K.BF16} for t in K.kernel_tables(model))
+
+
+def test_sibling_layers_fused_into_one_bf16_product():
+    """q/k/v and gate/up read the same input: one concatenated bf16 product gives every member its output (the
+    same values as each member's own bf16 product, to bf16 rounding), and a pass makes fewer calls."""
+    model = tiny_llama(seed=8)
+    plan = K.plan_kernels(model, mode="bf16")
+    assert plan["fused_groups"] == 2 * 2                # per layer: attention q/k/v and MLP gate/up
+    attn = model.model.layers[0].self_attn
+    assert attn.q_proj._sibling_group is attn.v_proj._sibling_group
+    calls = []
+    real = K._packed
+    x = torch.randn(1, 5, model.config.hidden_size)
+    with torch.no_grad():
+        K._packed = lambda *a: calls.append(1) or real(*a)
+        try:
+            q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+        finally:
+            K._packed = real
+        assert len(calls) == 1                          # one product for the three
+        for got, m in ((q, attn.q_proj), (k, attn.k_proj), (v, attn.v_proj)):   # each member's own bf16 product
+            own = torch.nn.functional.linear(x.bfloat16(), m.weight.bfloat16()).float()
+            assert got.shape == own.shape and torch.allclose(got, own, atol=2e-2)
+        y = x.clone()
+        y[0, 0, 0] += 1.0
+        assert not torch.equal(attn.k_proj(y), k)       # another input: computed afresh, not the pending output
+        out = model(torch.randint(0, 1000, (1, 7))).logits
+        assert out.shape[-1] == model.config.vocab_size and torch.isfinite(out).all()
+    with torch.inference_mode():                        # inference tensors keep no version counter
+        assert model(torch.randint(0, 1000, (1, 7))).logits.shape == out.shape
+        q2, k2 = attn.q_proj(x), attn.k_proj(x)
+        assert torch.allclose(k2, k)
+
+
+@pytest.mark.skipif(not _has_native_bf16(), reason="the row-independence claim is made for CPUs with AMX or "
+                                                   "AVX512-BF16 (where the plan can choose bf16)")
+def test_fused_model_pass_is_row_independent():
+    model = tiny_llama(seed=10)
+    assert K.plan_kernels(model, mode="bf16")["fused_groups"] == 4
+    ids = torch.randint(0, 1000, (1, 9))
+    with torch.no_grad():
+        # logits of the first 4 tokens alone equal those of the same 4 inside the 9-token pass (causal)
+        assert torch.equal(model(ids[:, :4]).logits, model(ids).logits[:, :4])
