@@ -85,75 +85,10 @@ def _dispatch_forward(self, x):
     table = self._kernel
     k = table[rows if rows < len(table) else -1]
     if k == BF16:
-        group = self.__dict__.get("_sibling_group")
-        if group is not None:
-            return group.output(self, x)
         return _packed(x.to(torch.bfloat16), self._bf16_weight, self._bf16_bias).to(x.dtype)
     if k == PACKED:
         return _packed(x, self._packed_weight, self.bias)
     return F.linear(x, self.weight, self.bias)
-
-
-class SiblingGroup:
-    """Linear layers that read the same input (q/k/v, gate/up) as ONE bf16 product: the first member's call
-    computes every member's output from one concatenated weight, the others take theirs from it (same input
-    tensor, unchanged), so a pass makes fewer, larger calls. Each thread keeps its own pending outputs."""
-
-    def __init__(self, members):
-        self.members = list(members)
-        with torch.no_grad():
-            w = torch.cat([m.weight.detach() for m in self.members]).to(torch.bfloat16)
-            b = None
-            if any(m.bias is not None for m in self.members):
-                b = torch.cat([m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.out_features)
-                               for m in self.members]).to(torch.bfloat16)
-        self.weight, self.bias = torch.ops.mkldnn._reorder_linear_weight(w, 8), b
-        self.sizes = [m.out_features for m in self.members]
-        self.index = {id(m): i for i, m in enumerate(self.members)}
-        self._pending = threading.local()
-
-    @staticmethod
-    def _version(x):
-        try:
-            return x._version
-        except RuntimeError:   # an inference tensor keeps no version counter (nor is it changed in place here)
-            return None
-
-    def output(self, mod, x):
-        i = self.index[id(mod)]
-        pend = getattr(self._pending, "v", None)
-        if pend is not None and pend[0] is x and pend[1] == self._version(x) and i in pend[2]:
-            out = pend[2].pop(i)
-            if not pend[2]:
-                self._pending.v = None
-            return out
-        y = _packed(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
-        outs = dict(enumerate(y.split(self.sizes, dim=-1)))
-        out = outs.pop(i)
-        self._pending.v = (x, self._version(x), outs) if outs else None
-        return out
-
-
-SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-
-
-def fuse_siblings(model: torch.nn.Module) -> int:
-    """Give every module's bf16-planned sibling layers (SIBLINGS: a Llama attention's q/k/v, an MLP's gate/up)
-    one SiblingGroup. Only where every member runs the bf16 kernel at every row count, so that plain steps and
-    tree passes compute the same fused product. Returns how many groups were made."""
-    n = 0
-    for mod in model.modules():
-        for names in SIBLINGS:
-            members = [getattr(mod, a, None) for a in names]
-            if all(m is not None and getattr(m, "_kernel", None) is not None and set(m._kernel) == {BF16}
-                   and m.in_features == members[0].in_features for m in members):
-                group = SiblingGroup(members)
-                for m in members:
-                    m._sibling_group = group
-                    for a in ("_bf16_weight", "_bf16_bias"):   # the group's weight replaces them
-                        m.__dict__.pop(a, None)
-                n += 1
-    return n
 
 
 def kernel_mode() -> str:
@@ -308,8 +243,7 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
     passes (every layer switches together: what a decoding step really costs), bf16 included. Without it each
     weight shape is timed alone by sweeps over its layers, fp32 or as stored (small modules: the draft head,
     the draft LM head), and the weights' own precision is kept.
-    With bf16, sibling layers (q/k/v, gate/up) then run as one product each (fuse_siblings).
-    Returns the plan: {"mode", "how" ("model" | "layers"), "layers", "precision" ("fp32" | "bf16"), "fused_groups",
+    Returns the plan: {"mode", "how" ("model" | "layers"), "layers", "precision" ("fp32" | "bf16"),
     "packed_from_rows" (first row count on the packed fp32 kernel, None = never), "ms": {rows: [plain, packed,
     bf16]} (or per shape: [plain, packed]), "seconds"}. mode: auto, fp32, bf16, plain, packed; default
     EAGLE_LENS_CPU_KERNELS or auto. Layers oneDNN cannot pack keep F.linear. fp32_only: layers that never run
@@ -375,7 +309,6 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
                 name = f"{mods[0].out_features}x{mods[0].in_features} {str(mods[0].weight.dtype).rpartition('.')[2]}"
                 plan["ms"][name] = {r: [round(a * 1e3, 3), round(b * 1e3, 3)] for r, (a, b) in timings.items()}
     plan["precision"] = _precision_of(tables)
-    plan["fused_groups"] = fuse_siblings(model) if plan["precision"] == "bf16" else 0
     for mods, t in tables:   # free the copies this plan never runs (the bf16 one is ~half the fp32 model)
         for m in mods:
             if BF16 not in t and hasattr(m, "_bf16_weight"):
