@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import sys
+import textwrap
 
 from . import machine_load
 from .errors import BenchError
@@ -106,8 +107,7 @@ def write_sets_plot(reports: dict[str, dict], path: str):
     ax.legend(fontsize=8, loc="upper left", ncol=len(methods))
     busy = [n for n, r in reports.items() if not r.get("load", {}).get("quiet", True)]
     first = next(iter(reports.values()))
-    dev, _, kernels = first["device"].partition(", linear kernels")
-    dev += ("\nlinear kernels" + kernels) if kernels else ""
+    dev = "\n".join(textwrap.wrap(first["device"], 110))   # the kernels' description is long: never clipped
     fig.suptitle(f"EAGLE Lens bench on every prompt set: {dev}\n{first['config'].get('date')}  ·  "
                  f"max_new_tokens {first['config'].get('max_new_tokens')}  ·  T={first['config'].get('temperature')}"
                  + (f"  ·  BUSY MACHINE during {', '.join(busy)}: not evidence" if busy else ""), fontsize=9)
