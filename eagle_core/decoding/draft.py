@@ -99,12 +99,11 @@ def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.L
     return lin
 
 
-def head_in_dtype(head, dtype: torch.dtype, bf16_linears: bool = False):
-    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q.
-    bf16_linears: a copy whose linear layers run the bf16 kernel (cpu_kernels.py) between `dtype` activations."""
-    if head.fc.weight.dtype == dtype and not bf16_linears:
+def head_in_dtype(head, dtype: torch.dtype):
+    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
+    if head.fc.weight.dtype == dtype:
         return head
-    key = (dtype, bf16_linears)
+    key = dtype
     with _BUILD_LOCK:   # sessions build decoders concurrently: one copy, and never a deep copy of a packed one
         copies = head.__dict__.setdefault("_dtype_copies", {})
         if key not in copies:
@@ -112,7 +111,7 @@ def head_in_dtype(head, dtype: torch.dtype, bf16_linears: bool = False):
             clone = copy.deepcopy(head, memo={id(copies): {}})   # the copies cache itself is not copied
             clone = clone.to(dtype).requires_grad_(False)
             if clone.fc.weight.device.type == "cpu":   # an inference-only copy: pre-pack its weights
-                pack_cpu_linears(clone, mode="bf16" if bf16_linears else None)
+                pack_cpu_linears(clone)
             copies[key] = clone
         return copies[key]
 
