@@ -290,7 +290,7 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
             timings = time_model(run, rows_list, [t for _, t in tables])
             fp32_plan = choice_table(timings)
             precision = "fp32"
-            if mode == "auto" and bf16_ok:   # bf16 timed with the fp32-only layers on their fp32 plan
+            if mode == "auto" and bf16_ok:   # bf16 timed with the fp32-only layers packed, as they will run
                 bf = time_model(run, rows_list, [t for _, t in tables if not _in(t, fp32_tables)], (BF16,),
                                 fixed=[(t, [PACKED] * MAX_TABLE) for t in fp32_tables])
                 timings = {r: timings[r] + bf[r] for r in timings}
