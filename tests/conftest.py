@@ -133,6 +133,34 @@ def tiny_random_head(tiny_target):
     return random_head(tiny_target, "shifted", seed=0)
 
 
+def tree_vs_steps(target, cache_dtype) -> tuple[list[float], float]:
+    """(max |logit difference| between one-token steps over a chain and the same chain's nodes in one tree pass,
+    with siblings between them, after a 300-token prefix; the same for a sibling against the chain node beside it,
+    which must differ: the check compares the right rows)."""
+    from eagle_core.decoding.engine import new_kv_cache, tree_attention_mask
+    prompt = [1] + [int(x) for x in torch.randint(3, 40000, (300,), generator=torch.Generator().manual_seed(0))]
+    chain = [512, 18, 2048, 7]
+    tokens, parents, depth = [chain[0], 333, chain[1], 444, chain[2], chain[3]], [-1, 0, 0, 2, 2, 4], [0, 1, 1, 2, 2, 3]
+    anc = torch.zeros(6, 6, dtype=torch.bool)
+    for i in range(6):
+        j = i
+        while j >= 0:
+            anc[i, j], j = True, parents[j]
+    with torch.inference_mode():
+        cache = new_kv_cache(320, cache_dtype)
+        target.forward(torch.tensor([prompt]), past_key_values=cache, logits="last")
+        steps = [target.forward(torch.tensor([[tok]]), position_ids=torch.tensor([[len(prompt) + i]]),
+                                past_key_values=cache)[0][0, -1] for i, tok in enumerate(chain)]
+        cache = new_kv_cache(320, cache_dtype)
+        target.forward(torch.tensor([prompt]), past_key_values=cache, logits="last")
+        n = len(prompt)
+        logits, _ = target.forward(torch.tensor([tokens]), position_ids=torch.tensor([[n + d for d in depth]]),
+                                   past_key_values=cache,
+                                   attention_mask=tree_attention_mask(anc, n, target.dtype, target.device))
+    return ([float((logits[0, node] - s).abs().max()) for s, node in zip(steps, (0, 2, 4, 5))],
+            float((logits[0, 1] - steps[1]).abs().max()))
+
+
 # ----------------------------------------------------------------------------- markers (pytest.ini registers them)
 # slow / browser / model (the embedded GGUF) / network (a package index or hub) / serial (must not share the
 # machine with a parallel worker): each test file carries its own

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from conftest import TinyTokenizer, tiny_llama
+from conftest import TinyTokenizer, tiny_llama, tree_vs_steps
 from eagle_core.decoding.engine import DecodeConfig, EagleDecoder, generate
 from eagle_core.model.head import random_head
 from eagle_core.model.target import load_target
@@ -319,35 +319,9 @@ def test_bf16_tree_pass_equals_one_token_steps(wide_bf16_target):
     pass over a 300-token prefix computes each chain node's logits exactly as plain decoding's one-token steps
     do, with siblings interleaved between the chain's nodes (bit for bit; on the embedded target too, where
     float32 attention parts by up to ~0.4 in the logits: tests/test_integration.py)."""
-    from eagle_core.decoding.engine import kv_cache_dtype, new_kv_cache, tree_attention_mask
+    from eagle_core.decoding.engine import kv_cache_dtype
     target = wide_bf16_target
     assert target.numerics == "bf16-linear" and kv_cache_dtype(target) == torch.float64
-    prompt = [1] + [int(x) for x in torch.randint(3, 40000, (300,), generator=torch.Generator().manual_seed(0))]
-    chain = [512, 18, 2048, 7]
-    with torch.inference_mode():
-        cache = new_kv_cache(320, torch.float64)
-        target.forward(torch.tensor([prompt]), past_key_values=cache, logits="last")
-        steps = []
-        for i, tok in enumerate(chain):
-            logits, _ = target.forward(torch.tensor([[tok]]), position_ids=torch.tensor([[len(prompt) + i]]),
-                                       past_key_values=cache)
-            steps.append(logits[0, -1])
-        # the same chain inside a tree, with siblings between its nodes: [c0, s, c1, s, c2, c3] at depths 0..3
-        tokens = [chain[0], 333, chain[1], 444, chain[2], chain[3]]
-        parents = [-1, 0, 0, 2, 2, 4]
-        depth = [0, 1, 1, 2, 2, 3]
-        anc = torch.zeros(6, 6, dtype=torch.bool)
-        for i in range(6):
-            j = i
-            while j >= 0:
-                anc[i, j] = True
-                j = parents[j]
-        cache = new_kv_cache(320, torch.float64)
-        target.forward(torch.tensor([prompt]), past_key_values=cache, logits="last")
-        n = len(prompt)
-        mask = tree_attention_mask(anc, n, target.dtype, target.device)
-        logits, _ = target.forward(torch.tensor([tokens]), position_ids=torch.tensor([[n + d for d in depth]]),
-                                   past_key_values=cache, attention_mask=mask)
-    for step, node in zip(steps, (0, 2, 4, 5)):
-        assert torch.equal(logits[0, node], step), (node, (logits[0, node] - step).abs().max())
-    assert not torch.allclose(logits[0, 1], steps[1], atol=1e-2)      # a sibling is not its chain neighbour
+    chain, sibling = tree_vs_steps(target, torch.float64)
+    assert chain == [0.0] * 4
+    assert sibling > 1e-2                                               # a sibling is not its chain neighbour

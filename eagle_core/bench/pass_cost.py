@@ -55,7 +55,7 @@ def pass_costs(target, rows=ROWS, prefix: int = 256, reps: int = 5) -> dict:
         if planned:
             stock_ms.append(round(1e3 * _one_pass_seconds(target, r, prefix, reps, stock=True), 2))
     one = plan_ms[0] if rows and rows[0] == 1 else None
-    return {"prefix": prefix, "rows": list(rows), "numerics": getattr(target, "numerics", str(target.dtype)),
+    return {"prefix": prefix, "rows": list(rows), "reps": reps, "numerics": getattr(target, "numerics", str(target.dtype)),
             "plan_ms": plan_ms, "stock_ms": stock_ms or None,
             "steps": [round(m / one, 2) for m in plan_ms] if one else None}
 
@@ -65,7 +65,7 @@ def format_pass_costs(pc: dict | None) -> list[str]:
     if not pc:
         return []
     w = 7
-    lines = ["", f"target pass cost by tokens per pass (ms, best of 5, over a {pc['prefix']}-token prefix)",
+    lines = ["", f"target pass cost by tokens per pass (ms, best of {pc.get('reps', 5)}, over a {pc['prefix']}-token prefix)",
              f"  {'tokens per pass':<26}" + "".join(f"{r:>{w}}" for r in pc["rows"]),
              f"  {'ours (' + pc['numerics'] + ')':<26}" + "".join(f"{m:>{w}.1f}" for m in pc["plan_ms"])]
     if pc.get("stock_ms"):
