@@ -14,6 +14,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from .attention import HONOURS_4D_MASK, honours_4d_mask, use_tree_attention
 from .cpu_kernels import pack_cpu_linears
+from .lean_forward import lean_llama_forward
+from .lean_forward import supports as lean_supported
 from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
@@ -96,6 +98,7 @@ class Target:
     stop_token_ids: list[int] = field(default_factory=list)
     packed_linears: int = 0             # nn.Linear layers given a pre-packed oneDNN weight (CPU only)
     kernel_plan: dict | None = None     # which linear kernel runs at which row count (cpu_kernels.plan_kernels)
+    lean: bool | None = None            # forward through lean_forward.py (None: where it supports the model)
 
     @property
     def numerics(self) -> str:
@@ -108,6 +111,8 @@ class Target:
 
     def __post_init__(self):
         refuse_maskless_attention(self.model, self.name)
+        if self.lean is None:
+            self.lean = lean_supported(self.model)
 
     @property
     def config(self):
@@ -141,10 +146,12 @@ class Target:
         features = the last hidden state after the final norm (the LM head's input).
         logits: True for every position, "last" for the last one only (a prefill), False for none.
         """
-        out = self.model.model(input_ids=input_ids, position_ids=position_ids,
-                               cache=past_key_values, attention_mask=attention_mask,
-                               use_cache=past_key_values is not None)
-        feats = out.last_hidden_state
+        if self.lean:
+            feats = lean_llama_forward(self.model, input_ids, position_ids, past_key_values, attention_mask)
+        else:
+            feats = self.model.model(input_ids=input_ids, position_ids=position_ids, cache=past_key_values,
+                                     attention_mask=attention_mask,
+                                     use_cache=past_key_values is not None).last_hidden_state
         if logits == "last":
             return self.lm_head(feats[:, -1:]), feats
         return (self.lm_head(feats) if logits else None), feats
