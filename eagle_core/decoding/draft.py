@@ -131,9 +131,15 @@ class Drafter:
         self.shifted = head.shift == "shifted"
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size
-        # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
-        self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype)
-        self.lm_dtype = self.lm.weight.dtype
+        if getattr(head, "kind_name", "") == "eagle3":
+            # EAGLE-3 drafts through its own LM head over its own draft vocabulary (head3.py), in the head's dtype
+            ids = head.target_ids
+            full = ids.numel() == self.vocab_size and bool((ids == torch.arange(ids.numel(), device=ids.device)).all())
+            self.vocab_ids, self.lm, self.lm_dtype = (None if full else ids), head.logits, self.dtype
+        else:
+            # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
+            self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype)
+            self.lm_dtype = self.lm.weight.dtype
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())

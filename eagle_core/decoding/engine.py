@@ -178,6 +178,8 @@ class EagleDecoder:
         # the prefix, plus the last cycle's whole tree before its rejected nodes are dropped
         self.cache = new_kv_cache(min(target.max_context, max_len + self.spec.max_nodes), kv_cache_dtype(target))
         self.drafter = self._new_drafter(max_len)   # None for plain decoding (no head cache, no LM-head copy)
+        # an EAGLE-3 head reads several target layers (head3.py); the others the last feature
+        self.aux_layers = tuple(getattr(head, "aux_layers", ())) if self.drafter is not None else ()
         self.pending_feats = None          # true features not yet given to the head
         self.records = RecordBuilder(target, cfg.record_topk, cfg.temperature)
 
@@ -212,7 +214,8 @@ class EagleDecoder:
         """The prompt in one target pass; its first token is the root of cycle 1. Timed as verify_seconds."""
         t0 = time.perf_counter()
         ids = torch.tensor([self.prompt_ids], device=self.target.device)
-        logits, self.pending_feats = self.target.forward(ids, past_key_values=self.cache, logits="last")
+        logits, self.pending_feats = self.target.forward(ids, past_key_values=self.cache, logits="last",
+                                                         aux_layers=self.aux_layers)
         self.target_forwards += 1
         p = self._target_probs(logits[0, -1])
         greedy = self.cfg.temperature == 0
@@ -256,7 +259,8 @@ class EagleDecoder:
         ids = torch.tensor([tree.tokens], device=dev)
         pos = torch.tensor([[n + d for d in tree.depths]], device=dev)
         mask = tree_attention_mask(tree.ancestry(), n, self.target.dtype, dev) if len(tree) > 1 else None
-        out = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask)
+        out = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask,
+                                  aux_layers=self.aux_layers)
         self.target_forwards += 1
         return out
 

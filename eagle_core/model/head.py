@@ -264,13 +264,17 @@ def _resolve_folder(path: str) -> str:
 
 
 def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
-    """Load a head from a folder (or hub id): config.json + safetensors, or an EAGLE-1 `.bin`."""
+    """Load a head from a folder (or hub id): config.json + safetensors, or an EAGLE-1 `.bin`; an EAGLE-3 head
+    (head3.py) when its config says so."""
     folder = _resolve_folder(path)
     cfg_path = os.path.join(folder, "config.json")
     if not os.path.exists(cfg_path):
         raise HeadLoadError(f"{folder} has no config.json")
     with open(cfg_path) as f:
         d = json.load(f)
+    from .head3 import is_eagle3_config, load_eagle3_head
+    if is_eagle3_config(d):
+        return load_eagle3_head(folder, d, target)
     d.pop("architectures", None)
     d["num_hidden_layers"] = 1
     d.setdefault("bias", True)
@@ -319,9 +323,19 @@ def random_head(target, shift: str = "shifted", seed: int = 0, inputs: str = "fe
 
 
 def resolve_head(spec: str | None, target) -> EagleHead:
-    """`shifted`/`unshifted` (the shipped heads), the lab's ablation heads (`ablation-shifted`,
-    `ablation-unshifted`, `feature-only`, `token-only`), `random`/`random-unshifted`, or a path / hub id."""
+    """`shifted`/`unshifted` (the shipped heads), `eagle3` (the shipped EAGLE-3 head, head3.py), the lab's
+    ablation heads (`ablation-shifted`, `ablation-unshifted`, `feature-only`, `token-only`),
+    `random`/`random-unshifted`/`random-eagle3`, or a path / hub id."""
     spec = spec or "shifted"
+    if spec in ("eagle3", "random-eagle3"):
+        from .head3 import SHIPPED_EAGLE3, random_eagle3_head
+        if spec == "random-eagle3":
+            from .vocab import load_draft_vocab
+            return random_eagle3_head(target, load_draft_vocab(8192, target.tokenizer))
+        if not os.path.exists(os.path.join(SHIPPED_EAGLE3, "config.json")):
+            raise HeadLoadError(f"the shipped eagle3 head is not in {SHIPPED_EAGLE3} yet; train one with "
+                                f"python -m eagle_core.training --head-kind eagle3")
+        return load_head(SHIPPED_EAGLE3, target)
     if spec in ("random", "random-shifted"):
         return random_head(target, "shifted")
     if spec == "random-unshifted":

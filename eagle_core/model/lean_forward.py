@@ -59,9 +59,11 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def lean_llama_forward(model, input_ids, position_ids=None, cache=None, attention_mask=None) -> torch.Tensor:
+def lean_llama_forward(model, input_ids, position_ids=None, cache=None, attention_mask=None, aux_layers=()):
     """The last hidden state (after the final norm) of `model.model` for `input_ids` [B, n], appending to `cache`
-    (a transformers Cache) when given: what `model.model(...).last_hidden_state` returns."""
+    (a transformers Cache) when given: what `model.model(...).last_hidden_state` returns. With `aux_layers`,
+    (that, [transformers' `hidden_states[i]` for i in aux_layers]): the residual stream entering layer i, or for
+    i = L (the number of layers) the final normed state itself."""
     from transformers.masking_utils import create_causal_mask
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.llama.modeling_llama import eager_attention_forward
@@ -77,7 +79,10 @@ def lean_llama_forward(model, input_ids, position_ids=None, cache=None, attentio
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     attention = ALL_ATTENTION_FUNCTIONS.get_interface(cfg._attn_implementation, eager_attention_forward)
     B, n = h.shape[:2]
+    aux = {}
     for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers]):
+        if i in aux_layers:
+            aux[i] = h
         attn = layer.self_attn
         shape = (B, n, -1, attn.head_dim)
         q, k, v = shared_input_linears((attn.q_proj, attn.k_proj, attn.v_proj),
@@ -92,4 +97,6 @@ def lean_llama_forward(model, input_ids, position_ids=None, cache=None, attentio
         mlp = layer.mlp
         gate, up = shared_input_linears((mlp.gate_proj, mlp.up_proj), _rms_norm(layer.post_attention_layernorm, h))
         h = h + mlp.down_proj.forward(mlp.act_fn(gate) * up)
-    return _rms_norm(inner.norm, h)
+    out = _rms_norm(inner.norm, h)
+    aux[cfg.num_hidden_layers] = out              # hidden_states[L] is the final, normed state
+    return (out, [aux[i] for i in aux_layers]) if aux_layers else out

@@ -140,21 +140,30 @@ class Target:
 
     @torch.inference_mode()
     def forward(self, input_ids, position_ids=None, past_key_values=None, attention_mask=None,
-                logits: bool | str = True):
+                logits: bool | str = True, aux_layers=()):
         """One target pass. Returns (logits, features) for every input position.
 
-        features = the last hidden state after the final norm (the LM head's input).
+        features = the last hidden state after the final norm (the LM head's input); with `aux_layers` (an
+        EAGLE-3 head's), instead the residual stream entering each of those layers, concatenated [B, n, k*H].
         logits: True for every position, "last" for the last one only (a prefill), False for none.
         """
+        aux = None
         if self.lean:
-            feats = lean_llama_forward(self.model, input_ids, position_ids, past_key_values, attention_mask)
+            out = lean_llama_forward(self.model, input_ids, position_ids, past_key_values, attention_mask,
+                                     tuple(aux_layers))
+            feats, aux = out if aux_layers else (out, None)
         else:
-            feats = self.model.model(input_ids=input_ids, position_ids=position_ids, cache=past_key_values,
-                                     attention_mask=attention_mask,
-                                     use_cache=past_key_values is not None).last_hidden_state
+            o = self.model.model(input_ids=input_ids, position_ids=position_ids, cache=past_key_values,
+                                 attention_mask=attention_mask, use_cache=past_key_values is not None,
+                                 output_hidden_states=bool(aux_layers))
+            feats = o.last_hidden_state
+            if aux_layers:
+                aux = [o.hidden_states[i] for i in aux_layers]
         if logits == "last":
-            return self.lm_head(feats[:, -1:]), feats
-        return (self.lm_head(feats) if logits else None), feats
+            lg = self.lm_head(feats[:, -1:])
+        else:
+            lg = self.lm_head(feats) if logits else None
+        return lg, (torch.cat(aux, dim=-1) if aux_layers else feats)
 
     def render_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:
         """Token ids of the prompt; by default the user turn of the target's chat template."""

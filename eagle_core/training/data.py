@@ -255,8 +255,10 @@ def _save_shard(path, seqs: list[Sequence]):
     os.replace(path + ".tmp", path)
 
 
-def load_shard(path) -> list[Sequence]:
-    d = torch.load(path, weights_only=True)
+def load_shard(path, mmap: bool = False) -> list[Sequence]:
+    """A shard's sequences; mmap leaves the features on disk until read (shards of fused EAGLE-3 features
+    outgrow memory: 4.6 KB per token for SmolLM2)."""
+    d = torch.load(path, weights_only=True, mmap=mmap)
     out, o = [], 0
     for cid, n in zip(d["conv_ids"], d["lengths"].tolist()):
         out.append(Sequence(cid, d["input_ids"][o:o + n].long(), d["features"][o:o + n],
@@ -282,8 +284,12 @@ def _batches_by_tokens(items, batch_tokens):
 
 def extract_features(target, conversations, out_dir: str, max_len: int = 512, batch_tokens: int = 4096,
                      shard_sequences: int = 64, progress: bool = True, log=print,
-                     autocast_bf16: bool = False, deadline: float | None = None) -> dict:
+                     autocast_bf16: bool = False, deadline: float | None = None, aux_layers=()) -> dict:
     """Render, tokenize and run the target once (no grad) over `conversations`; write shards to out_dir.
+
+    aux_layers (an EAGLE-3 head's, head3.py): each token's features are then [final feature ; the residual
+    stream entering each of those layers], (1 + k) H wide, the final feature first (an EAGLE-1 head trains on
+    the first H columns of the same shards: one extraction for both).
 
     Resumable: shards already on disk are kept; their conversations are skipped. `deadline` (time.time()
     value): stop after the shard that crosses it (the shards on disk are then a seeded random subset).
@@ -294,7 +300,8 @@ def extract_features(target, conversations, out_dir: str, max_len: int = 512, ba
     done = set()
     shards = sorted(glob.glob(os.path.join(out_dir, "shard-*.pt")))
     for p in shards:
-        done.update(torch.load(p, weights_only=True)["conv_ids"])
+        done.update(torch.load(p, weights_only=True, mmap=True)["conv_ids"])
+    layers = (target.config.num_hidden_layers,) + tuple(aux_layers) if aux_layers else ()
     items = []
     for cid, msgs in conversations:
         if cid in done:
@@ -322,7 +329,7 @@ def extract_features(target, conversations, out_dir: str, max_len: int = 512, ba
             with (torch.autocast(target.device.type, dtype=torch.bfloat16) if autocast_bf16
                   else contextlib.nullcontext()):
                 _, feats = target.forward(ids.to(target.device), attention_mask=att.to(target.device),
-                                          logits=False)
+                                          logits=False, aux_layers=layers)
             feats = feats.float().cpu().to(torch.float16)
             for b, (cid, tid, m) in enumerate(batch):
                 n = len(tid)
@@ -332,23 +339,25 @@ def extract_features(target, conversations, out_dir: str, max_len: int = 512, ba
         _save_shard(os.path.join(out_dir, f"shard-{n_shard:05d}.pt"), pending)
         n_shard, pending = n_shard + 1, []
         done_tok += sum(len(x[1]) for x in items[c:c + shard_sequences])
-        _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16)
+        _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16, aux_layers)
         if deadline and time.time() > deadline:
             log(f"[extract] deadline reached after {n_shard} shards")
             break
     bar.close()
-    return _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16)
+    return _write_meta(out_dir, max_len, target, done_tok, time.time() - t0, autocast_bf16, aux_layers)
 
 
-def _write_meta(out_dir, max_len, target, done_tok, wall, autocast_bf16):
+def _write_meta(out_dir, max_len, target, done_tok, wall, autocast_bf16, aux_layers=()):
     path = os.path.join(out_dir, "meta.json")
     old = json.load(open(path)) if os.path.exists(path) else {}
     seqs, toks, asst = 0, 0, 0
     for p in sorted(glob.glob(os.path.join(out_dir, "shard-*.pt"))):
-        d = torch.load(p, weights_only=True)
+        d = torch.load(p, weights_only=True, mmap=True)
         seqs, toks, asst = seqs + len(d["conv_ids"]), toks + int(d["lengths"].sum()), asst + int(d["loss_mask"].sum())
     meta = {"sequences": seqs, "tokens": toks, "assistant_tokens": asst, "max_len": max_len, "target": target.name,
             "autocast_bf16": bool(autocast_bf16)}
+    if aux_layers:   # features = [final ; hidden_states[i] for i in aux_layers]
+        meta["aux_layers"] = list(aux_layers)
     if done_tok:
         meta.update(extract_wall_s_this_run=round(wall, 1), extract_tokens_per_s_this_run=round(done_tok / wall, 1))
     else:
@@ -362,11 +371,11 @@ def _write_meta(out_dir, max_len, target, done_tok, wall, autocast_bf16):
 class FeatureStore:
     """All shards of a folder in memory (fp16 features: ~1.2 KB per token for a 576-wide target)."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, mmap: bool = False):
         self.folder = folder
         self.seqs: list[Sequence] = []
         for p in sorted(glob.glob(os.path.join(folder, "shard-*.pt"))):
-            self.seqs.extend(load_shard(p))
+            self.seqs.extend(load_shard(p, mmap))
 
     @property
     def tokens(self) -> int:
@@ -401,7 +410,7 @@ def select_training(train, n: int, seed: int = 0):
 
 def prepare_features(target, root: str, conversations: int, max_len: int, heldout_eval: int = 96,
                      batch_tokens: int = 4096, autocast_bf16: bool = True, progress: bool = True, log=print,
-                     deadline: float | None = None):
+                     deadline: float | None = None, aux_layers=()):
     """Stage 1: features of the held-out evaluation sequences (root/heldout) and of the training sequences
     (root/train). Resumable. bf16 autocast on CPU roughly doubles the target's speed (features differ from
     fp32 by ~0.8% relative, far below the training noise); it is recorded in meta.json."""
@@ -412,7 +421,7 @@ def prepare_features(target, root: str, conversations: int, max_len: int, heldou
     for name, sel in (("heldout", held[:heldout_eval]), ("train", select_training(train, conversations))):
         metas[name] = extract_features(target, sel, os.path.join(root, name), max_len=max_len,
                                        batch_tokens=batch_tokens, progress=progress, log=log, autocast_bf16=bf16,
-                                       deadline=deadline if name == "train" else None)
+                                       deadline=deadline if name == "train" else None, aux_layers=aux_layers)
     return metas
 
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from . import data as D
-from ..model.head import EagleHead, HeadCache
+from ..model.head import EagleHead
 from .batches import collate, plan_batches
 from .objective import Frozen
 
@@ -33,15 +33,16 @@ def rollout(head: EagleHead, f_in, emb, pos, depth: int) -> list[torch.Tensor]:
     prediction of entry q-1 (and the true token), and attends as in drafting: to the true-input entries of its
     chain's prefix and to its own chain's entries (see _depth_mask)."""
     B, n, _ = f_in.shape
-    a = head.layers[0].self_attn
-    cache = HeadCache(a.n_kv, a.head_dim, 1, f_in.device, f_in.dtype)
-    cache.k = torch.zeros(B, a.n_kv, (depth + 1) * n, a.head_dim, device=f_in.device, dtype=f_in.dtype)
+    cache = head.new_cache(1)
+    cache.k = f_in.new_zeros(B, cache.k.shape[1], (depth + 1) * n, cache.k.shape[-1])
     cache.v = torch.zeros_like(cache.k)
     inp, preds = f_in, []
     for d in range(depth + 1):
         pred = head(inp, emb, pos, cache=cache, attn_mask=_depth_mask(n, d, f_in.device).to(f_in.dtype))
         preds.append(pred)
-        inp = torch.cat([f_in[:, :1], pred[:, :-1]], dim=1)  # entry q now takes out[q-1]
+        # entry q now takes out[q-1]; entry 0 (never counted) keeps a placeholder of the input's width
+        first = f_in[:, :1] if f_in.shape[-1] == pred.shape[-1] else pred[:, :1]
+        inp = torch.cat([first, pred[:, :-1]], dim=1)
     return preds
 
 
@@ -57,6 +58,7 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
     for a single chain of depth+1 drafts.
     """
     head.eval()
+    eagle3 = getattr(head, "kind_name", "") == "eagle3"
     dev = frozen.lm.device
     dt = next(head.parameters()).dtype
     agree_sum = [0.0] * (depth + 1)
@@ -67,7 +69,14 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
     for idx in plan_batches(seqs, batch_tokens):
         ids, feats, mask = collate(seqs, idx)
         ids, feats, mask = ids.to(dev), feats.to(dev).float(), mask.to(dev)
+        fused, H = None, frozen.embed.shape[1]
+        if eagle3:   # stored [final feature ; fused states] (objective3.py): pairs on the final, input the fused
+            feats, fused = feats[..., :H], feats[..., H:]
+        elif feats.shape[-1] > H:   # an EAGLE-1 head on fused shards reads their first H columns
+            feats = feats[..., :H]
         f_in, tok, tgt, m, pos = D.make_pairs(ids, feats, mask, shift)
+        if eagle3:
+            f_in = fused[:, :-1]
         B, n, H = f_in.shape
         pos = pos.unsqueeze(0).expand(B, -1)
         emb = F.embedding(tok, frozen.embed).to(dt)
@@ -81,11 +90,15 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
                 target_argmax_cache[key] = t_arg.cpu()
         agree, sel = [], m.bool()
         for d, pred in enumerate(rollout(head, f_in.to(dt), emb, pos, depth)):
-            if d == 0:
+            if d == 0 and not eagle3:   # an EAGLE-3 head predicts no feature
                 vloss_sum += float(F.smooth_l1_loss(pred.float()[sel], tgt[sel], reduction="none").mean(-1).sum())
                 vloss_n += int(sel.sum())
             ok = torch.zeros_like(sel)
-            ok[sel] = frozen.argmax(pred[sel].float()) == t_arg[sel]  # only counted positions: [B, n]
+            if eagle3:   # its own LM head over its draft vocabulary, as target ids
+                drafted = head.target_ids[head.logits(pred[sel]).argmax(-1)]
+            else:
+                drafted = frozen.argmax(pred[sel].float())
+            ok[sel] = drafted == t_arg[sel]  # only counted positions: [B, n]
             valid = m.bool().clone()
             valid[:, :d] = False  # entries whose chain would start before the sequence
             agree_sum[d] += float(ok[valid].sum())
@@ -103,7 +116,7 @@ def evaluate(head: EagleHead, frozen: Frozen, seqs, shift: str, depth: int = 4, 
     alpha = [s / max(n_, 1) for s, n_ in zip(agree_sum, agree_n)]
     chain = [s / max(chain_n, 1) for s in chain_sum]
     head.train()
-    return {"feature_loss": vloss_sum / max(vloss_n, 1), "top1": alpha[0], "alpha": alpha, "chain": chain,
+    return {"feature_loss": vloss_sum / vloss_n if vloss_n else None, "top1": alpha[0], "alpha": alpha, "chain": chain,
             "tau_chain": 1 + sum(chain), "positions": agree_n[0]}
 
 

@@ -45,8 +45,10 @@ def training_prompts(n: int, seed: int = 1) -> list[tuple[str, str]]:
 
 
 @torch.inference_mode()
-def generate_batch(target, prompts: list[list[int]], max_new_tokens: int, temperature: float, bf16: bool):
-    """Batched generation; returns [D.Sequence-like tuples (ids, features, mask)] with a feature per token."""
+def generate_batch(target, prompts: list[list[int]], max_new_tokens: int, temperature: float, bf16: bool,
+                   aux_layers=()):
+    """Batched generation; returns [D.Sequence-like tuples (ids, features, mask)] with a feature per token
+    (with aux_layers, an EAGLE-3 head's: [final feature ; the residual stream entering each of those layers])."""
     model, dev = target.model, target.device
     P = max(len(p) for p in prompts)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
@@ -56,7 +58,16 @@ def generate_batch(target, prompts: list[list[int]], max_new_tokens: int, temper
         ids[r, P - len(p):] = torch.tensor(p)
         attn[r, P - len(p):] = 1
     captured = []
-    hook = model.model.norm.register_forward_hook(lambda m, i, o: captured.append(o.detach().float().cpu()))
+    hooks = [model.model.norm.register_forward_hook(lambda m, i, o: captured.append([o.detach().float().cpu()]))]
+    aux_step = {}
+    for layer in sorted(set(aux_layers)):   # the input of layer i (transformers' hidden_states[i])
+        hooks.append(model.model.layers[layer].register_forward_pre_hook(
+            lambda m, a, i=layer: aux_step.__setitem__(i, a[0].detach().float().cpu())))
+    if aux_layers:   # the pre-hooks fire before the final norm of the same pass: attach them to its entry
+        def attach(m, i, o):
+            captured[-1].extend(aux_step[j] for j in aux_layers)
+            aux_step.clear()
+        hooks.append(model.model.norm.register_forward_hook(attach))
     ctx = (torch.autocast("cpu", dtype=torch.bfloat16) if (bf16 and dev.type == "cpu" and target.dtype == torch.float32)
            else contextlib.nullcontext())
     try:
@@ -65,9 +76,11 @@ def generate_batch(target, prompts: list[list[int]], max_new_tokens: int, temper
                                  do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
                                  top_p=None, top_k=None, eos_token_id=target.stop_token_ids, pad_token_id=pad)
     finally:
-        hook.remove()
+        for h in hooks:
+            h.remove()
     gen = out[:, P:].cpu()
-    feats = torch.cat(captured, dim=1)       # [B, P + steps, H]: prompt features, then one per fed token
+    # [B, P + steps, (1 + k) H]: prompt features, then one per fed token
+    feats = torch.cat([torch.cat(step, dim=-1) for step in captured], dim=1)
     steps = feats.shape[1] - P
     result = []
     for r, p in enumerate(prompts):
@@ -98,6 +111,8 @@ def main(argv=None):
     ap.add_argument("--out", default="data/selfgen")
     ap.add_argument("--heldout-from", default="data/feats-512/heldout")
     ap.add_argument("--minutes", type=float, default=None, help="stop (at a batch boundary) after this long")
+    ap.add_argument("--aux-layers", default="", help="also keep the inputs of these target layers (an EAGLE-3 "
+                    "head's, e.g. 2,15,27): features are then [final ; those], as data.extract_features writes")
     ap.add_argument("--no-bf16", action="store_true", help="fp32 weights (default on CPU: a bf16 copy of the "
                     "target generates; bf16 kernels are ~2x faster there and the features differ by <1%%)")
     args = ap.parse_args(argv)
@@ -110,6 +125,7 @@ def main(argv=None):
     held = os.path.join(args.out, "heldout")
     if not os.path.exists(held) and os.path.exists(args.heldout_from):
         os.symlink(os.path.abspath(args.heldout_from), held)
+    aux = tuple(int(x) for x in args.aux_layers.split(",") if x.strip())
     items = training_prompts(args.prompts)
     rendered = [(cid, target.render_prompt(q)) for cid, q in items]
     rendered = [(cid, ids) for cid, ids in rendered if len(ids) <= 384]
@@ -125,14 +141,14 @@ def main(argv=None):
             print(f"time budget reached after {b} batches", flush=True)
             break
         temp = 0.8 if random.Random(b).random() < args.sampled_fraction else args.temperature
-        out = generate_batch(target, [ids for _, ids in batch], args.max_new_tokens, temp, not args.no_bf16)
+        out = generate_batch(target, [ids for _, ids in batch], args.max_new_tokens, temp, not args.no_bf16, aux)
         seqs = [s for s in out if s is not None]
         D._save_shard(path, [D.Sequence(f"gen:{batch[i][0]}", *s) for i, s in enumerate(out) if s is not None])
         done_tok += sum(int(m.sum()) for _, _, m in seqs)
         print(f"[{time.strftime('%H:%M:%S')}] batch {b + 1}/{len(batches)} T={temp} "
               f"{sum(int(m.sum()) for _, _, m in seqs)} answer tokens; {done_tok / (time.time() - t0):.0f} tok/s",
               flush=True)
-    D._write_meta(out_dir, 0, target, done_tok, time.time() - t0, not args.no_bf16)
+    D._write_meta(out_dir, 0, target, done_tok, time.time() - t0, not args.no_bf16, aux)
     print(json.dumps(json.load(open(os.path.join(out_dir, "meta.json")))))
 
 

