@@ -344,9 +344,10 @@ def test_mismatch_references_follow_the_numerical_model():
 
 
 def test_bf16_run_checks_eagle_against_vanilla_and_reports_where_fp32_parts(real_tokenizer, monkeypatch):
-    from conftest import tiny_llama
+    from conftest import skip_without_bf16, tiny_llama
     from eagle_core.decoding.engine import DecodeConfig
     from eagle_core.model.target import load_target
+    skip_without_bf16()
     target = load_target(model=tiny_llama(seed=9), tokenizer=real_tokenizer, device="cpu", kernels="bf16")
     assert target.numerics == "bf16-linear"
     head = random_head(target, "shifted", seed=2)

@@ -310,6 +310,8 @@ def test_token_only_oracle_drafts_and_feature_only_cannot_branch(oracle):
 
 @pytest.fixture(scope="module")
 def wide_bf16_target(real_tokenizer):
+    from conftest import skip_without_bf16
+    skip_without_bf16()
     return load_target(model=tiny_llama(hidden=256, layers=2, seed=3), tokenizer=real_tokenizer, device="cpu",
                        kernels="bf16")
 

@@ -46,6 +46,8 @@ def pair():
 @pytest.fixture(scope="module")
 def pair_bf16():
     """The same pair with the target on the bf16 kernels: the exact law is that numerical model's own."""
+    from conftest import skip_without_bf16
+    skip_without_bf16()
     target, head = oracle_pair(TinyTokenizer(V), seed=1, vocab_size=V, embed_scale=1.0, head_gain=50.0,
                                kernels="bf16")
     assert target.numerics == "bf16-linear"

@@ -28,6 +28,8 @@ def smollm():
 def smollm_bf16():
     """The bf16-linear model forced (the auto plan picks it on an AMX CPU by timing, which a busy machine can
     tip): the tests of that model's exactness must not depend on a timing."""
+    from conftest import skip_without_bf16
+    skip_without_bf16()
     torch.set_num_threads(2)
     yield load_target(kernels="bf16")
     torch.set_num_threads(1)

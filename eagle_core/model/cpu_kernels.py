@@ -151,6 +151,18 @@ def pack_bf16_weight(mod, batch_hint: int = 8) -> bool:
     return True
 
 
+_BF16_AVAILABLE = None
+
+
+def bf16_kernels_available() -> bool:
+    """Whether this CPU has the bf16 kernel at all (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT; an AVX2-only
+    CPU has none, and there the bf16 numerical model cannot be built: kernels="bf16" keeps fp32)."""
+    global _BF16_AVAILABLE
+    if _BF16_AVAILABLE is None:
+        _BF16_AVAILABLE = pack_bf16_weight(torch.nn.Linear(64, 64))
+    return _BF16_AVAILABLE
+
+
 def _time_rows(mods, rows: int, kernel: int, reps: int) -> float:
     """Best-of-reps seconds for one sweep over `mods` (one call each, as a forward pass makes them)."""
     x = torch.randn(rows, mods[0].in_features, dtype=mods[0].weight.dtype,
