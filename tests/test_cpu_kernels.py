@@ -43,7 +43,10 @@ def test_forced_modes_and_results():
     lin = model.model.layers[0].mlp.up_proj
     ref = torch.nn.functional.linear(x, lin.weight)
     ref_bf16 = torch.nn.functional.linear(x.bfloat16(), lin.weight.bfloat16()).float()
-    for mode in ("plain", "packed", "bf16"):
+    if not K.bf16_kernels_available():   # an AVX2-only CPU: forcing bf16 keeps the fp32 model, packed
+        plan = K.plan_kernels(tiny_llama(seed=5), mode="bf16")
+        assert plan["precision"] == "fp32" and plan["packed_from_rows"] == 1
+    for mode in ("plain", "packed", "bf16") if K.bf16_kernels_available() else ("plain", "packed"):
         m = tiny_llama(seed=5)
         plan = K.plan_kernels(m, mode=mode)
         assert plan["layers"] == 2 * 7 + 1 and plan["mode"] == mode
@@ -91,7 +94,8 @@ def test_auto_plan_times_whole_passes():
 
     plan = K.plan_kernels(model, mode="auto", run=run, rows_list=(1, 2, 4, 8))
     assert plan["how"] == "model" and plan["packed_from_rows"] == 4 and plan["precision"] == "fp32"
-    assert set(plan["ms"]) == {1, 2, 4, 8} and all(len(v) == 3 for v in plan["ms"].values())
+    timed = 3 if K.bf16_kernels_available() else 2    # plain, packed (and bf16 where the CPU has it)
+    assert set(plan["ms"]) == {1, 2, 4, 8} and all(len(v) == timed for v in plan["ms"].values())
     k = layer._kernel
     assert k[1] == K.PLAIN and k[3] == K.PLAIN and k[4] == K.PACKED and k[9] == K.PACKED
     lm = model.lm_head
@@ -100,6 +104,11 @@ def test_auto_plan_times_whole_passes():
     assert "plain below 4 rows, oneDNN-packed from 4" in K.describe(plan)
 
 
+NEEDS_BF16 = pytest.mark.skipif(not K.bf16_kernels_available(),
+                                reason="this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT)")
+
+
+@NEEDS_BF16
 def test_auto_plan_takes_bf16_where_it_is_faster():
     model = tiny_llama(seed=6)
     layer = model.model.layers[0].self_attn.q_proj
@@ -117,6 +126,7 @@ def test_auto_plan_takes_bf16_where_it_is_faster():
         assert torch.allclose(layer(x), ref, atol=1e-6)
 
 
+@NEEDS_BF16
 def test_a_noisy_one_token_timing_is_timed_again():
     """bf16 is faster everywhere, but the first bf16 one-token passes hit a noisy moment: the plan times the
     one-token pass again before it settles the numerics (once it did not, and a quiet machine ran fp32)."""
@@ -174,6 +184,7 @@ def test_layer_timing_without_a_pass():
         assert torch.allclose(head_like(x), ref, atol=1e-5)
 
 
+@NEEDS_BF16
 def test_set_kernel_switches_every_layer_and_back():
     model = tiny_llama(seed=7)
     K.plan_kernels(model, mode="bf16")
