@@ -88,6 +88,10 @@ def test_summarize_by_category():
 
 def test_parse_methods_and_rotation():
     assert methods.parse_methods("vanilla, eagle-static:unshifted,vanilla") == ["vanilla", "eagle-static:unshifted"]
+    assert methods.parse_methods("eagle-dynamic:eagle3") == ["eagle-dynamic:eagle3"]
+    assert methods.method_head_shift("eagle-dynamic:eagle3") == "eagle3"
+    with pytest.raises(BenchError):
+        methods.parse_methods("vanilla:eagle3")
     for bad in ("nope", "hf-greedy:unshifted", "eagle-chain:shifty", ""):
         with pytest.raises(BenchError):
             methods.parse_methods(bad)
@@ -372,3 +376,20 @@ def test_bf16_run_checks_eagle_against_vanilla_and_reports_where_fp32_parts(real
     text = report.format_table(r)
     assert "parts from vanilla on 1 of 2 prompts" in text and "fp32 margin" in text
     assert r["pass_costs"] is None
+
+
+def test_eagle3_methods_draft_with_the_eagle3_head(tiny_target, tmp_path):
+    """`eagle-*:eagle3` runs the EAGLE-3 head (model/head3.py) beside the others in one run, exactly."""
+    from eagle_core.decoding.engine import DecodeConfig
+    from eagle_core.model.head3 import random_eagle3_head
+    p = tmp_path / "prompts.jsonl"
+    p.write_text(json.dumps({"question_id": 1, "turns": ["Write a haiku about the sea."]}) + "\n")
+    head3 = random_eagle3_head(tiny_target, None, seed=2)
+    got = run.run_bench(tiny_target, prompts.load_prompts(str(p)), ["vanilla", "eagle-chain:eagle3"],
+                        {"eagle3": head3}, base_cfg=DecodeConfig(draft="chain", depth=3), max_new_tokens=6,
+                        temperature=0.0, progress=False, warmup=False)
+    assert got["methods"]["eagle-chain:eagle3"]["mismatches"] == 0
+    assert got["config"]["heads"] == {"eagle3": "random:eagle3"}
+    with pytest.raises(BenchError, match="eagle3"):
+        run.run_bench(tiny_target, prompts.load_prompts(str(p)), ["eagle-chain:eagle3"], {},
+                      max_new_tokens=6, progress=False, warmup=False)

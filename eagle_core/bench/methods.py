@@ -7,7 +7,8 @@
                      model as the eagle-* methods, so what speculation adds on top of kernel work is eagle / vanilla
   hf-prompt-lookup   transformers prompt-lookup decoding (generate(prompt_lookup_num_tokens=...))
   eagle-chain, eagle-static, eagle-dynamic   EAGLE drafting with the shifted head; a `:unshifted` suffix
-                     (e.g. eagle-static:unshifted) uses the ablation head instead
+                     (e.g. eagle-static:unshifted) uses the ablation head instead, an `:eagle3` suffix the
+                     EAGLE-3 head (model/head3.py)
   vllm, vllm-eagle   vLLM's own decoding of the same target, plain and with the shifted head exported to it
                      (a chain of k drafts, vLLM's EAGLE-1), in vLLM's environment (bench/vllm.py: a worker
                      process per method, asked one prompt at a time, stopped while the other methods run)
@@ -30,11 +31,12 @@ VLLM_METHODS = ("vllm", "vllm-eagle")
 OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS     # methods that take no DecodeConfig of ours
 DEFAULT_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
 BASE_METHODS = DEFAULT_METHODS + VLLM_METHODS   # the vLLM ones need scripts/setup_vllm.sh, so only when asked
+HEAD_SUFFIXES = ("unshifted", "eagle3")         # eagle-*:SUFFIX drafts with that head instead of the shifted one
 
 
 # ============================================================================ names
 def parse_methods(text: str) -> list[str]:
-    """'a,b,c' -> validated method names (EAGLE ones may carry ':unshifted')."""
+    """'a,b,c' -> validated method names (EAGLE ones may carry ':unshifted' or ':eagle3')."""
     names = [m.strip() for m in (text or "").split(",") if m.strip()]
     if not names:
         raise BenchError("no methods given")
@@ -43,16 +45,17 @@ def parse_methods(text: str) -> list[str]:
         base, _, suffix = m.partition(":")
         if base not in BASE_METHODS:
             raise BenchError(f"unknown method {m!r}; methods: {', '.join(BASE_METHODS)} "
-                             f"(EAGLE ones also as NAME:unshifted)")
-        if suffix and (base not in EAGLE_DRAFTS or suffix != "unshifted"):
-            raise BenchError(f"unknown method {m!r}: only eagle-chain/static/dynamic take the ':unshifted' suffix")
+                             f"(EAGLE ones also as NAME:unshifted or NAME:eagle3)")
+        if suffix and (base not in EAGLE_DRAFTS or suffix not in HEAD_SUFFIXES):
+            raise BenchError(f"unknown method {m!r}: only eagle-chain/static/dynamic take a suffix, "
+                             f"':unshifted' or ':eagle3'")
         if m not in seen:
             seen.append(m)
     return seen
 
 
 def method_head_shift(method: str) -> str | None:
-    """Which head a method drafts with: 'shifted', 'unshifted', or None (no head)."""
+    """Which head a method drafts with: 'shifted', 'unshifted', 'eagle3', or None (no head)."""
     if method == "vllm-eagle":
         return "shifted"        # exported to vLLM
     base, _, suffix = method.partition(":")

@@ -343,11 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                    help=f"comma list of {', '.join(BASE_METHODS)}; EAGLE ones also as NAME:unshifted")
+                    help=f"comma list of {', '.join(BASE_METHODS)}; EAGLE ones also as NAME:unshifted or "
+                         "NAME:eagle3")
     ap.add_argument("--head", default="shifted", help="shifted | random | PATH (the head of eagle-* methods)")
     ap.add_argument("--head-unshifted", default=None,
                     help="head of the ':unshifted' methods (default: the shipped unshifted head, or "
                          "random-unshifted with --head random)")
+    ap.add_argument("--head-eagle3", default="eagle3",
+                    help="head of the ':eagle3' methods: eagle3 (the shipped one) | random-eagle3 | PATH")
     ap.add_argument("--tree", default=None, help="static tree preset (default: the device's default)")
     ap.add_argument("--depth", type=int, default=None, help="chain / dynamic depth")
     ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
@@ -420,7 +423,8 @@ def _load_heads(args, methods, target) -> tuple[dict, str | None]:
     heads, notes = {}, []
     specs = {"shifted": args.head,
              "unshifted": args.head_unshifted or ("random-unshifted" if args.head in ("random", "random-shifted")
-                                                  else "unshifted" if args.head == "shifted" else None)}
+                                                  else "unshifted" if args.head == "shifted" else None),
+             "eagle3": getattr(args, "head_eagle3", None) or "eagle3"}
     for shift in sorted(need):
         spec = specs[shift]
         if spec is None:
@@ -428,11 +432,15 @@ def _load_heads(args, methods, target) -> tuple[dict, str | None]:
         try:
             heads[shift] = resolve_head(spec, target)
         except HeadLoadError:
-            if spec not in SHIPPED_HEADS:
+            if spec not in SHIPPED_HEADS and spec != "eagle3":
                 raise
-            heads[shift] = resolve_head("random" if shift == "shifted" else "random-unshifted", target)
+            heads[shift] = resolve_head({"shifted": "random", "unshifted": "random-unshifted",
+                                         "eagle3": "random-eagle3"}[shift], target)
             notes.append(f"the shipped {spec} head is missing: a RANDOM {shift} head is used instead")
-        if getattr(heads[shift], "shift", shift) != shift:
+        if shift == "eagle3" or getattr(heads[shift], "kind_name", "") == "eagle3":
+            if getattr(heads[shift], "kind_name", "") != "eagle3" or shift != "eagle3":
+                raise BenchError(f"head {spec!r}: the ':eagle3' methods take an EAGLE-3 head, the others not")
+        elif getattr(heads[shift], "shift", shift) != shift:
             raise BenchError(f"head {spec!r} was trained {heads[shift].shift}, not {shift}")
     if any(str(h.path).startswith("random") for h in heads.values()):
         notes.append("random (untrained) heads: acceptance and speedups of the eagle-* methods are not EAGLE's")

@@ -126,6 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--methods", default=DEFAULT_METHODS)
     ap.add_argument("--out", default=os.path.join("assets", "bench"))
+    ap.add_argument("--head", default="shifted", help="head of the eagle-* methods: shifted (shipped) | PATH")
+    ap.add_argument("--head-eagle3", default="eagle3",
+                    help="head of the eagle-*:eagle3 methods: eagle3 (shipped) | PATH")
     ap.add_argument("--allow-busy", action="store_true")
     ap.add_argument("--wait-quiet", type=float, default=60.0)
     ap.add_argument("--from-json", action="store_true",
@@ -187,7 +190,8 @@ def _run_sets(args, methods, sets, prompts, before, command: str) -> tuple[dict,
     target = load_target()
     base = default_config(target.device.type)
     need = {method_head_shift(m) for m in methods} - {None}
-    heads = {s: resolve_head(s, target) for s in need}
+    specs = {"shifted": args.head, "unshifted": "unshifted", "eagle3": args.head_eagle3}
+    heads = {s: resolve_head(specs[s], target) for s in need}
     device = device_string(target)
     reports = {}
     for s in sets:

@@ -38,8 +38,10 @@ SHIPPED_EAGLE3 = os.path.join(ASSETS, "heads", "smollm2-135m-eagle3")
 
 
 def default_aux_layers(num_layers: int) -> list[int]:
-    """The target layers whose input an EAGLE-3 head reads by default: low, middle, high."""
-    return [2, num_layers // 2, num_layers - 3]
+    """The target layers whose input an EAGLE-3 head reads by default: low, middle, high (2, L // 2, L - 3 as
+    EAGLE-3's code takes them; kept inside 0..L-1 for the tests' few-layer targets)."""
+    top = num_layers - 1
+    return [min(2, top), min(num_layers // 2, top), max(num_layers - 3, 0)]
 
 
 def eagle3_config_from_target(target_config, draft_vocab_size: int, aux_layers: list[int] | None = None) -> LlamaConfig:
