@@ -24,7 +24,8 @@ def _ambiguity(prefix, branches, chat=False):
     """The view's record (a few forwards of the target and both heads); named for ZeroGPU's worker log."""
     from eagle_core.decoding.ambiguity import compute_ambiguity
     target, heads = MODEL.require()
-    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat))
+    rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat),
+                            eagle3_head=heads.get("eagle3"))
     if MODEL.notice:
         rec.note = MODEL.notice
     return rec.to_dict()

@@ -21,6 +21,8 @@ from .common import load_json, unexpected
 
 LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
 LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.serving` (needs vLLM's environment)
+# written by `python -m eagle_core.bench.head_compare` (docs/benchmarks.md, "EAGLE-3 against EAGLE-1")
+HEADS_EAGLE3 = load_json("bench", "heads_eagle3.json")
 LAB_NAMES = prompt_texts(LAB or {})   # its prompts' text, from the shared prompt set it names (not copied here)
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
@@ -95,6 +97,17 @@ def serving_sections(report: dict | None) -> dict:
             "sweep": vl.batch_sweep(sweep),
             "sweep_md": vl.sweep_table(sweep) + "\n\n**What it shows:** " + sweep_finding(sweep["rows"]),
             "source": source}
+
+
+def eagle3_section(report: dict | None) -> dict:
+    """Panel 8's figure and text from the head comparison's JSON (None: not measured in this clone)."""
+    if not report or not report.get("heads"):
+        return {"depths": views.common.empty_figure("Not measured: python -m eagle_core.bench.head_compare"),
+                "md": "", "source": ""}
+    finding = vl.eagle3_finding(report)
+    return {"depths": vl.eagle3_depths(report),
+            "md": vl.eagle3_table(report) + (f"\n\n**What it shows:** {finding}" if finding else ""),
+            "source": f"Measured by `{report.get('command')}`."}
 
 
 def lab_source(report: dict | None) -> str:
@@ -200,6 +213,14 @@ class LabTab:
                           "at every batch size.")
             gr.Plot(serving["sweep"], label="Throughput per batch size: vLLM plain and EAGLE")
             gr.Markdown(serving["sweep_md"])
+            e3 = eagle3_section(HEADS_EAGLE3)
+            gr.Markdown("### 8. EAGLE-3: training-time test and fused features\n" + vl.PAPER["eagle3"]
+                        + "\n\n**Here:** an EAGLE-1 head and an EAGLE-3 head trained from scratch on the same "
+                          "ShareGPT conversations for the same time on one GPU (the target's features computed "
+                          "batch by batch), beside the longer-trained shipped EAGLE-1 head, drafting on the CPU. "
+                          + e3["source"])
+            gr.Plot(e3["depths"], label="EAGLE-1 and EAGLE-3: held-out acceptance per depth")
+            gr.Markdown(e3["md"])
         return self
 
     @property

@@ -460,3 +460,30 @@ def test_step_two_tells_faint_from_not_reached():
     rec, _, note = pick_cycle(two, _trace("default")["records"])
     assert {n["status"] for n in rec["nodes"]} >= {"accepted", "rejected", "not_reached"}
     assert "✗ rejected" in note and "· not reached" in note and "q = " in note
+
+
+def test_eagle3_panel_reads_the_head_comparison():
+    """Paper lab panel 8: one line per head with its own dash and marker, the table's τ per shape and the paper's
+    row, and sentences computed from the numbers (which head wins, how α falls, against the shipped head)."""
+    import views.lab as vl
+    card = lambda kind, alpha, s, phases=1: {"kind": kind, "alpha": alpha, "train_s": s, "steps": 100,  # noqa: E731
+                                           "tokens_seen": 2_000_000, "phases": phases}
+    shape = lambda t: {"tau": t, "alpha": [0.5, 0.4], "mismatches": 0}   # noqa: E731
+    rep = {"limit": 10, "prompts": "sharegpt-heldout", "max_new_tokens": 96,
+           "heads": {"eagle1": {"chain-2": shape(1.8), "mc_sim_7b_63": shape(2.2)},
+                     "eagle3": {"chain-2": shape(1.6), "mc_sim_7b_63": shape(2.0)},
+                     "shipped": {"chain-2": shape(1.9), "mc_sim_7b_63": shape(2.4)}},
+           "cards": {"eagle1": card("eagle1", [0.5, 0.4, 0.35, 0.33, 0.32], 180),
+                     "eagle3": card("eagle3", [0.4, 0.36, 0.34, 0.33, 0.32], 180),
+                     "shipped": card("eagle1", [0.56, 0.46, 0.43, 0.41, 0.40], 6000, phases=6)}}
+    fig = vl.eagle3_depths(rep)
+    assert [t.name for t in fig.data] == ["EAGLE-1 (3 min)", "EAGLE-3 (3 min)", "EAGLE-1 (6 phases, shipped)"]
+    assert len({(t.line.dash, t.marker.symbol) for t in fig.data}) == 3          # a cue besides colour
+    table = vl.eagle3_table(rep)
+    assert "| EAGLE-3 (3 min) | 100 steps, 2.0 M tokens | 1.60 | 2.00 | 0.40 | 0.36 | 0.32 |" in table
+    assert "6.13" in table and "0 outputs differed" in table
+    text = vl.eagle3_finding(rep)
+    assert "τ 2.00" in text and "EAGLE-1 head's 2.20 (0.91×" in text and "1.51×" in text
+    assert "falls by 0.08" in text and "keeps deep drafts closer" in text    # 0.40-0.32 against 0.50-0.32
+    assert "does not beat it" in text
+    assert vl.eagle3_finding({"heads": {}, "cards": {}}) == "" and vl.eagle3_table({}) == ""

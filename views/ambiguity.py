@@ -81,6 +81,10 @@ def ambiguity_dist_figure(rec, height_per_branch: int = 230) -> go.Figure:
                              marker_color=DRAFT_Q, showlegend=first, legendgroup="s"), row=r, col=1)
         fig.add_trace(go.Bar(x=xs, y=br["vocab_unshifted"], name="unshifted head (same for all branches)",
                              marker_color="#555", showlegend=first, legendgroup="u"), row=r, col=1)
+        if br.get("vocab_eagle3"):   # an EAGLE-3 head's drafts (its own LM head; shifted, fused features)
+            fig.add_trace(go.Bar(x=xs, y=br["vocab_eagle3"], name="EAGLE-3 head (fused features)",
+                                 marker_color="#E69F00", marker_pattern_shape="x", showlegend=first,
+                                 legendgroup="e3"), row=r, col=1)
     fig.update_yaxes(range=[0, 1], tickformat=".0%", gridcolor="#eee")
     fig.update_xaxes(tickfont=dict(size=13))
     fig.update_layout(barmode="group")

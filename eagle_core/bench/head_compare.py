@@ -76,14 +76,16 @@ def training_card(head) -> dict | None:
     except (OSError, ValueError):
         return None
     m = card.get("final_heldout_metrics") or {}
+    phases = _phases(card)   # a head trained in phases (--init): its budget is the sum over them
     return {"alpha": m.get("alpha"), "chain": m.get("chain"), "tau_chain": m.get("tau_chain"),
-            "top1": m.get("top1"), "steps": card.get("steps"), "tokens_seen": card.get("tokens_seen"),
-            "train_s": (card.get("wall_time_s") or {}).get("train"), "kind": card.get("head_kind", "eagle1"),
-            "phases": 1 + _phases(card.get("previous_phase")), "device": card.get("device")}
+            "top1": m.get("top1"), "steps": sum(p.get("steps") or 0 for p in phases),
+            "tokens_seen": sum(p.get("tokens_seen") or 0 for p in phases),
+            "train_s": sum((p.get("wall_time_s") or {}).get("train") or 0 for p in phases),
+            "kind": card.get("head_kind", "eagle1"), "phases": len(phases), "device": card.get("device")}
 
 
-def _phases(prev) -> int:
-    return 0 if not prev else 1 + _phases(prev.get("previous_phase"))
+def _phases(card) -> list[dict]:
+    return [card] + (_phases(card["previous_phase"]) if card.get("previous_phase") else [])
 
 
 def format_table(report: dict) -> str:

@@ -48,6 +48,10 @@ class Branch:
     # branch's real feature, and the branch whose real feature is nearest (== own index: it lands on its branch)
     dist_to_branches: list[float] = field(default_factory=list)
     nearest_branch: int = -1
+    # an EAGLE-3 head's drafts after this branch (its own LM head over its draft vocabulary; no feature to plot:
+    # its output is not in the target's feature space), when one is given
+    eagle3_next: list[TokenP] = field(default_factory=list)
+    vocab_eagle3: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -67,6 +71,7 @@ class AmbiguityRecord:
     unshifted_nearest: int = -1           # the branch whose real feature the unshifted guess is nearest to
     context: str = "plain text"           # or the chat template (the prefix starts the assistant's reply)
     note: str = ""
+    eagle3_head: str = ""                 # the EAGLE-3 head whose drafts the branches carry ("" = none)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -96,6 +101,22 @@ def _run_head(head, target, feats: torch.Tensor, tokens: list[int], branch_token
     return out[:, -1]                                                         # [B, H]
 
 
+def _eagle3_next(head, target, ids: list[int], branch_tokens: list[int]) -> torch.Tensor:
+    """[B, V] an EAGLE-3 head's draft distribution after each branch token, as target-vocabulary probabilities
+    (zero outside its draft vocabulary): entry j reads (fused g_{j-1}, e(t_j)) as in drafting, the last entry
+    (g_I, e(t)) for branch t."""
+    n, B, dev = len(ids), len(branch_tokens), target.device
+    _, fused = target.forward(torch.tensor([ids], device=dev), logits=False, aux_layers=head.aux_layers)
+    toks = torch.tensor([ids[1:] + [t] for t in branch_tokens], device=dev)       # t_1..t_{n-1}, then t
+    pos = torch.arange(n, device=dev)[None].expand(B, -1)
+    dt = head.fc.weight.dtype
+    out = head(fused.expand(B, -1, -1).to(dt), target.embed_tokens(toks).to(dt), pos, None, None)[:, -1]
+    q = torch.softmax(head.logits(out).float(), -1)                                # [B, draft vocab]
+    full = q.new_zeros(B, target.vocab_size)
+    full[:, head.target_ids.to(dev)] = q
+    return full
+
+
 CHAT_USER_TURN = "Hi!"
 
 
@@ -111,8 +132,9 @@ def prefix_ids(target, prefix: str, chat: bool) -> tuple[list[int], int]:
 
 @torch.inference_mode()
 def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
-                      k: int = 6, chat: bool = False) -> AmbiguityRecord:
-    """Real features and head predictions for the top `n_branches` continuations of `prefix`."""
+                      k: int = 6, chat: bool = False, eagle3_head=None) -> AmbiguityRecord:
+    """Real features and head predictions for the top `n_branches` continuations of `prefix`; with `eagle3_head`,
+    that head's drafts after each branch too."""
     prefix = (prefix or "").strip() if prefix is not None else ""
     if not prefix:
         raise ValueError("type a prefix, e.g. “How can I”")
@@ -147,6 +169,7 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     sh_next = torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1)
     un_next = torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0]
     f_last = feats[0, -1].float()
+    e3_next = _eagle3_next(eagle3_head, target, ids, branch_ids) if eagle3_head is not None else None
     # 2-D PCA: axes fitted on the real branch features (the plane in which the branches differ), every feature
     # projected onto it; with fewer than 3 branches the plane is fitted on all the features shown
     allf = torch.cat([real, sh, un, f_last[None]], 0)
@@ -166,7 +189,10 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
         cs = float(torch.cosine_similarity(sh[b], real[b], 0))
         cu = float(torch.cosine_similarity(un[0], real[b], 0))
         union = []
-        for lst in (_topk(real_next[b], k, text), _topk(sh_next[b], 3, text), _topk(un_next, 3, text)):
+        lists = [_topk(real_next[b], k, text), _topk(sh_next[b], 3, text), _topk(un_next, 3, text)]
+        if e3_next is not None:
+            lists.append(_topk(e3_next[b], 3, text))
+        for lst in lists:
             for t in lst:
                 if t.token_id not in union:
                     union.append(t.token_id)
@@ -179,11 +205,14 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
             vocab=[TokenP(t, text(t), float(real_next[b, t])) for t in union],
             vocab_shifted=[float(sh_next[b, t]) for t in union],
             vocab_unshifted=[float(un_next[t]) for t in union],
-            dist_to_branches=[float(d) for d in cross[b]], nearest_branch=int(cross[b].argmin())))
+            dist_to_branches=[float(d) for d in cross[b]], nearest_branch=int(cross[b].argmin()),
+            eagle3_next=_topk(e3_next[b], k, text) if e3_next is not None else [],
+            vocab_eagle3=[float(e3_next[b, t]) for t in union] if e3_next is not None else []))
     return AmbiguityRecord(
         prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]),
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
+        eagle3_head=str(getattr(eagle3_head, "path", "eagle3")) if eagle3_head is not None else "",
         unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
         pca_fit="real branch features" if B >= 3 else "all features shown",
         unshifted_nearest=int(un_dist.argmin()),

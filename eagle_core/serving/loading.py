@@ -90,6 +90,13 @@ def load_heads(target, head_spec: str) -> tuple[dict, str]:
             log.warning("%s head: %s", shift, exc)
             heads[shift] = resolve_head("random" if shift == "shifted" else "random-unshifted", target)
             missing.append(shift)
+    from ..model.head3 import SHIPPED_EAGLE3
+    eagle3 = os.environ.get("EAGLE_LENS_EAGLE3_HEAD") or SHIPPED_EAGLE3
+    if head_spec not in ("random", "random-shifted") and os.path.exists(os.path.join(eagle3, "config.json")):
+        try:   # optional: the "How can I" view shows its drafts beside the EAGLE-1 heads' when there is one
+            heads["eagle3"] = resolve_head(eagle3, target)
+        except HeadLoadError as exc:
+            log.warning("eagle3 head: %s", exc)
     if missing == ["unshifted"]:
         return heads, ("The trained unshifted (ablation) head was not found: the “Shifted tokens” off setting "
                        "and the “How can I” view use a random one.")
