@@ -477,7 +477,8 @@ def test_eagle3_panel_reads_the_head_comparison():
                      "eagle3": card("eagle3", [0.4, 0.36, 0.34, 0.33, 0.32], 180),
                      "shipped": card("eagle1", [0.56, 0.46, 0.43, 0.41, 0.40], 6000, phases=6)}}
     fig = vl.eagle3_depths(rep)
-    assert [t.name for t in fig.data] == ["EAGLE-1 (3 min)", "EAGLE-3 (3 min)", "EAGLE-1 (6 phases, shipped)"]
+    assert [t.name for t in fig.data] == ["EAGLE-1 (3 min): 0.50 → 0.32", "EAGLE-3 (3 min): 0.40 → 0.32",
+                                          "EAGLE-1 (6 phases, shipped): 0.56 → 0.40"]
     assert len({(t.line.dash, t.marker.symbol) for t in fig.data}) == 3          # a cue besides colour
     table = vl.eagle3_table(rep)
     assert "| EAGLE-3 (3 min) | 100 steps, 2.0 M tokens | 1.60 | 2.00 | 0.40 | 0.36 | 0.32 |" in table

@@ -542,18 +542,18 @@ def eagle3_depths(report: dict) -> go.Figure:
     for k, (name, card) in enumerate((n, c) for n, c in cards.items() if c and c.get("alpha")):
         colour, dash, marker = EAGLE3_STYLES[k % len(EAGLE3_STYLES)]
         alpha = card["alpha"]
-        fig.add_trace(go.Scatter(x=list(range(len(alpha))), y=alpha, name=head_label(name, card),
-                                 mode="lines+markers+text", line=dict(color=colour, dash=dash, width=3),
+        # the values go into the legend, not onto the lines: close lines would make their labels collide
+        fig.add_trace(go.Scatter(x=list(range(len(alpha))), y=alpha,
+                                 name=f"{head_label(name, card)}: {alpha[0]:.2f} → {alpha[-1]:.2f}",
+                                 mode="lines+markers", line=dict(color=colour, dash=dash, width=3),
                                  marker=dict(symbol=marker, size=11, color=colour),
-                                 text=[f"{a:.2f}" if i in (0, len(alpha) - 1) else "" for i, a in enumerate(alpha)],
-                                 textposition="top center" if k % 2 == 0 else "bottom center",
-                                 textfont=dict(size=TEXT_PX, color=colour), cliponaxis=False))
-    fig.update_xaxes(title="n: own predictions among the inputs", dtick=1)
-    fig.update_yaxes(range=[0, 1.0], tickformat=".0%", title="n-α (held-out ShareGPT)")
-    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
-    fig = _layout(fig, "Acceptance per depth: EAGLE-1 and EAGLE-3 heads" + sub("teacher-forced, held-out"),
-                  height=480)
-    fig.update_layout(margin=dict(t=90, b=120))
+                                 hovertemplate="n = %{x}: %{y:.3f}<extra>" + esc(head_label(name, card)) + "</extra>"))
+    top = max([max(c["alpha"]) for c in cards.values() if c and c.get("alpha")] + [0.5])
+    fig.update_xaxes(title="n: own outputs among the inputs", dtick=1)
+    fig.update_yaxes(range=[0, min(1.0, top + 0.15)], tickformat=".0%", title="held-out n-α")
+    fig.update_layout(legend=dict(orientation="h", y=-0.22, x=0))
+    fig = _layout(fig, "Acceptance per depth" + sub("EAGLE-1 and EAGLE-3, held-out"), height=480)
+    fig.update_layout(margin=dict(t=90, b=130))
     return fig
 
 
