@@ -107,7 +107,8 @@ def eagle3_section(report: dict | None) -> dict:
     finding = vl.eagle3_finding(report)
     return {"depths": vl.eagle3_depths(report),
             "md": vl.eagle3_table(report) + (f"\n\n**What it shows:** {finding}" if finding else ""),
-            "source": f"Measured by `{report.get('command')}`."}
+            "source": "Measured by `python -m eagle_core.bench.head_compare` (the command and the training: "
+                      "docs/benchmarks.md and docs/training.md)."}
 
 
 def lab_source(report: dict | None) -> str:

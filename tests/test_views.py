@@ -481,7 +481,7 @@ def test_eagle3_panel_reads_the_head_comparison():
                                           "EAGLE-1 (6 phases, shipped): 0.56 → 0.40"]
     assert len({(t.line.dash, t.marker.symbol) for t in fig.data}) == 3          # a cue besides colour
     table = vl.eagle3_table(rep)
-    assert "| EAGLE-3 (3 min) | 100 steps, 2.0 M tokens | 1.60 | 2.00 | 0.40 | 0.36 | 0.32 |" in table
+    assert "| EAGLE-3 (3 min) | 100 steps, 2.0M tokens | 1.60 | 2.00 | 0.40 | 0.36 | 0.32 |" in table
     assert "6.13" in table and "0 outputs differed" in table
     text = vl.eagle3_finding(rep)
     assert "τ 2.00" in text and "EAGLE-1 head's 2.20 (0.91×" in text and "1.51×" in text

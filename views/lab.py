@@ -565,23 +565,23 @@ def eagle3_table(report: dict) -> str:
         return ""
     cards = report.get("cards") or {}
     shapes = list(next(iter(heads.values())))
-    names = {"chain-2": "chain of 2", "smollm2-cpu": "fitted CPU tree", "mc_sim_7b_63": "EAGLE-1's 25-node tree",
-             "dynamic": "EAGLE-2 dynamic"}
+    names = {"chain-2": "chain of 2", "smollm2-cpu": "CPU tree", "mc_sim_7b_63": "25 nodes", "dynamic": "EAGLE-2"}
     f = lambda x: "-" if x is None else f"{x:.2f}"   # noqa: E731
     lines = ["| head | training | " + " | ".join(f"τ {names.get(s, s)}" for s in shapes)
-             + " | held-out 0-α | 1-α | 4-α |", "| --- | --- |" + " ---: |" * (len(shapes) + 3)]
+             + " | 0-α | 1-α | 4-α |", "| --- | --- |" + " ---: |" * (len(shapes) + 3)]
     for name, by in heads.items():
         c = cards.get(name) or {}
         a = (c.get("alpha") or []) + [None] * 5
-        steps = f"{c['steps']:,} steps, {c['tokens_seen'] / 1e6:.1f} M tokens" if c.get("steps") else "-"
-        if c.get("device") and c.get("steps"):
-            steps += f" ({esc(c['device'])})"
+        steps = f"{c['steps']:,} steps, {c['tokens_seen'] / 1e6:.1f}M tokens" if c.get("steps") else "-"
         lines.append(f"| {head_label(name, c)} | {steps} | " + " | ".join(f(by[s]["tau"]) for s in shapes)
                      + f" | {f(a[0])} | {f(a[1])} | {f(a[4])} |")
     lines.append("")
     lines.append("Paper, Table 2 (τ, LLaMA-Instruct 3.1 8B, MT-bench, its own dynamic tree): "
                  + " → ".join(f"{k} {v:.2f}" for k, v in PAPER_EAGLE3_TAU.items()) + ".")
-    lines.append(f"τ here: {report.get('limit')} held-out ShareGPT prompts ({report.get('prompts')}), "
+    lines.append("τ with the chain of 2 drafts, the fitted 5-node CPU tree and EAGLE-1's 25-node tree. "
+                 "n-α: held-out ShareGPT, teacher-forced, n of the head's inputs its own outputs (from each "
+                 "head's training card). "
+                 f"τ here: {report.get('limit')} held-out ShareGPT prompts ({report.get('prompts')}), "
                  f"{report.get('max_new_tokens')} new tokens, T = 0; "
                  f"{sum(v['mismatches'] for by in heads.values() for v in by.values())} outputs differed from plain "
                  f"decoding.")
