@@ -74,18 +74,9 @@ def sequences(part: dict) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 # ------------------------------------------------------------------------------------------ run (on the GPU)
 def batches(seqs, batch_tokens: int, seed: int) -> list[list[int]]:
-    """Index lists of similar-length sequences, at most batch_tokens padded tokens each, in a seeded order."""
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i][0]))
-    out, cur, longest = [], [], 0
-    for i in order:
-        n = len(seqs[i][0])
-        if cur and max(longest, n) * (len(cur) + 1) > batch_tokens:
-            out.append(cur)
-            cur, longest = [], 0
-        cur.append(i)
-        longest = max(longest, n)
-    if cur:
-        out.append(cur)
+    """training/batches.plan_batches (similar lengths, at most batch_tokens padded tokens) in a seeded order."""
+    from eagle_core.training.batches import plan_batches
+    out = plan_batches([SimpleNamespace(input_ids=t) for t, _ in seqs], batch_tokens)
     random.Random(seed).shuffle(out)
     return out
 

@@ -22,14 +22,12 @@ import json
 import os
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
+from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .attention import MAX_QUERIES, small_query_attention
-from .head import HEAD_WEIGHTS, HeadCache, HeadLoadError
+from .head import HEAD_WEIGHTS, HeadAttention, HeadCache, HeadLoadError
 
 from ..paths import ASSETS
 
@@ -59,11 +57,12 @@ def eagle3_config_from_target(target_config, draft_vocab_size: int, aux_layers: 
     return cfg
 
 
-class Eagle3Attention(nn.Module):
-    """Attention whose q, k, v read the 2H input [token ; hidden] and whose output is H wide."""
+class Eagle3Attention(HeadAttention):
+    """EAGLE-1's head attention (head.py: the same RoPE, cache and masked-query paths) whose q, k, v read the 2H
+    input [token ; hidden]; its output is H wide."""
 
     def __init__(self, cfg: LlamaConfig):
-        super().__init__()
+        nn.Module.__init__(self)
         H = cfg.hidden_size
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or H // self.n_heads
@@ -71,28 +70,6 @@ class Eagle3Attention(nn.Module):
         self.k_proj = nn.Linear(2 * H, self.n_kv * self.head_dim, bias=False)
         self.v_proj = nn.Linear(2 * H, self.n_kv * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, H, bias=False)
-
-    def forward(self, x, cos, sin, cache: HeadCache | None, attn_mask):
-        B, n, _ = x.shape
-        q = self.q_proj(x).view(B, n, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        if cache is not None:
-            k, v = cache.append(k, v)
-        if attn_mask is not None and n <= MAX_QUERIES:   # drafting: a few queries over the cache
-            o = small_query_attention(q, k, v, attn_mask)
-            return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
-        rep = self.n_heads // self.n_kv
-        if rep > 1:
-            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        if attn_mask is None:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
 
 
 class Eagle3Layer(nn.Module):
