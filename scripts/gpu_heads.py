@@ -348,7 +348,8 @@ def run(args) -> int:
         if selfgen is not None:
             card["data"]["self_distilled"] = selfgen
         if init_card is not None:     # a phase that continues another: its card, and the totals of both
-            card["continued_from"] = {"path": args.init, "card": init_card}
+            card["continued_from"] = args.init
+            card["previous_phase"] = init_card     # the CPU trainer's key: bench/head_compare sums the phases
             card["total"] = {"steps": stats["steps"] + int(init_card.get("steps") or 0),
                              "tokens_seen": stats["tokens_seen"] + int(init_card.get("tokens_seen") or 0),
                              "train_s": round(stats["train_s"] + float((init_card.get("wall_time_s") or {})

@@ -488,3 +488,11 @@ def test_eagle3_panel_reads_the_head_comparison():
     assert "falls by 0.08" in text and "keeps deep drafts closer" in text    # 0.40-0.32 against 0.50-0.32
     assert "does not beat it" in text
     assert vl.eagle3_finding({"heads": {}, "cards": {}}) == "" and vl.eagle3_table({}) == ""
+    # a shipped EAGLE-3 head (trained on in phases): its own label, line and sentence against the shipped EAGLE-1
+    rep["heads"]["shipped_eagle3"] = {"chain-2": shape(2.0), "mc_sim_7b_63": shape(2.7)}
+    rep["cards"]["shipped_eagle3"] = card("eagle3", [0.54, 0.49, 0.46, 0.45, 0.43], 660, phases=2)
+    assert vl.eagle3_depths(rep).data[-1].name == "EAGLE-3 (2 phases, shipped): 0.54 → 0.43"
+    text = vl.eagle3_finding(rep)
+    assert "EAGLE-1 head's 2.20 (0.91×" in text                      # the same-budget pair is still the 3-min one
+    assert "11 min on one GPU in 2 phases" in text and "τ 2.70 (1.13× the shipped EAGLE-1" in text
+    assert "at 4 of 5 depths" in text and "0-α 0.54 against 0.56" in text

@@ -88,6 +88,26 @@ def _phases(card) -> list[dict]:
     return [card] + (_phases(card["previous_phase"]) if card.get("previous_phase") else [])
 
 
+def merge_reports(reports: list[dict]) -> dict:
+    """One report of several head_compare runs (heads measured on another day join the table without decoding
+    the others again). They must share prompts, their number, new tokens, numerics and shapes; a head in a later
+    report replaces one of the same name (tau is deterministic: a re-measured head must give the same numbers)."""
+    if not reports:
+        raise BenchError("--merge: no reports given")
+    first = reports[0]
+    same = ("prompts", "limit", "max_new_tokens", "numerics")
+    shapes = lambda r: list(next(iter(r["heads"].values()))) if r.get("heads") else []   # noqa: E731
+    out = {k: first.get(k) for k in same} | {"commands": [], "head_paths": {}, "heads": {}, "cards": {}}
+    for r in reports:
+        diff = [k for k in same if r.get(k) != first.get(k)] + (["shapes"] if shapes(r) != shapes(first) else [])
+        if diff:
+            raise BenchError(f"--merge: the reports differ in {', '.join(diff)}: their heads are not comparable")
+        out["commands"] += r.get("commands") or [r["command"]]
+        for k in ("head_paths", "heads", "cards"):
+            out[k].update(r.get(k) or {})
+    return out
+
+
 def format_table(report: dict) -> str:
     shapes = list(next(iter(report["heads"].values())))
     lines = ["| head | " + " | ".join(f"tau {s}" for s in shapes) + " | alpha per depth (" + shapes[-1] +
@@ -102,13 +122,34 @@ def format_table(report: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.head_compare", description=__doc__.splitlines()[0])
-    ap.add_argument("--heads", required=True, help="name=spec,... (spec: shifted | eagle3 | a head folder)")
+    ap.add_argument("--heads", help="name=spec,... (spec: shifted | eagle3 | a head folder)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
     ap.add_argument("--prompts", default="sharegpt-heldout")
     ap.add_argument("--limit", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--merge", nargs="+", metavar="REPORT", help="instead of decoding: merge these reports "
+                    "(same prompts, shapes, numerics; later heads replace same-named ones) into --json")
     args = ap.parse_args(argv)
+    if args.merge:
+        try:
+            reports = []
+            for path in args.merge:
+                with open(path) as f:
+                    reports.append(json.load(f))
+            report = merge_reports(reports)
+        except (BenchError, OSError, ValueError, KeyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(format_table(report))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1)
+            print(f"wrote {args.json}", file=sys.stderr)
+        return 0
+    if not args.heads:
+        print("error: give --heads (or --merge REPORT ...)", file=sys.stderr)
+        return 2
     from ..model.head import HeadLoadError, resolve_head
     from ..model.target import load_target
     from .prompts import load_prompts
