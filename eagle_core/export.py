@@ -1,10 +1,11 @@
 """Export a target and an EAGLE head for vLLM: the same head, run by a serving engine.
 
-    python -m eagle_core.export [--head shifted] [--target embedded] --out DIR
+    python -m eagle_core.export [--head shifted | eagle3 | PATH] [--target embedded] --out DIR
 
 writes
     DIR/target/   the target as an ordinary safetensors folder (config, weights, tokenizer, chat template)
-    DIR/eagle/    the head in the layout vLLM loads for speculative_config={"method": "eagle", "model": DIR/eagle}
+    DIR/eagle/    an EAGLE-1 head in the layout vLLM loads for {"method": "eagle", "model": DIR/eagle}
+    DIR/eagle3/   or an EAGLE-3 head (model/head3.py) in the layout of {"method": "eagle3", "model": DIR/eagle3}
 and prints the `vllm serve` and Python lines that use them.
 
 vLLM's EAGLE-1 Llama layer is ours (fc over [e(token), feature], one decoder layer without input norm, the target's
@@ -16,6 +17,14 @@ before anything else happens to it,
 so the exported layer computes the same function of (e, f) (in exact arithmetic; in floating point the sums are
 taken in another order: the check below measures the difference). A head vLLM cannot represent (feature-only or
 token-only inputs, or the unshifted pairing: vLLM always feeds the token sampled after the feature) is refused.
+
+The EAGLE-3 head is already in the layout of the released yuhuili/EAGLE3-* heads, which vLLM 0.32's
+llama_eagle3.py (Eagle3LlamaForCausalLM) reads: `fc.weight`, `midlayer.*` (renamed layers.0.*), `norm.weight`,
+`lm_head.weight` over the draft vocabulary, `d2t` (draft id d is target id d + d2t[d]); it shares the target's
+embedding when the file has none (as ours does), feeds the un-normed hidden input as the residual
+(norm_before_residual false) and the pre-norm output to the next step (norm_output false), as head3.py does. What
+differs is in eagle3_state_for_vllm: how vLLM collects the target layers (in layer order, each once) and when it
+reads d2t (only for a draft vocabulary smaller than the target's).
 """
 from __future__ import annotations
 
@@ -39,6 +48,8 @@ class ExportError(ValueError):
 
 def head_state_for_vllm(head) -> dict[str, torch.Tensor]:
     """The head's tensors under vLLM's EAGLE names, with fc.bias folded into the attention's biases (fp32 sums)."""
+    if is_eagle3(head):
+        raise ExportError("an EAGLE-3 head runs as vLLM's method eagle3 (eagle3_state_for_vllm), not eagle")
     if head.inputs != "feature+token":
         raise ExportError(f"vLLM's EAGLE drafter fuses [token embedding, feature]; this head reads "
                           f"{head.inputs} only, which it cannot represent")
@@ -80,6 +91,110 @@ def head_config_for_vllm(head, target_config, folded: bool) -> dict:
     return d
 
 
+def is_eagle3(head) -> bool:
+    return getattr(head, "kind_name", "") == "eagle3"
+
+
+EAGLE3_LAYER_KEYS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                     "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                     "input_layernorm.weight", "hidden_norm.weight", "post_attention_layernorm.weight")
+EAGLE3_KEYS = ("fc.weight", "norm.weight", "lm_head.weight") + tuple("midlayer." + k for k in EAGLE3_LAYER_KEYS)
+
+
+def eagle3_aux_for_vllm(head, num_target_layers: int) -> tuple[list[int], torch.Tensor]:
+    """(vLLM's eagle_aux_hidden_state_layer_ids, fc weight over them) for the head's `eagle_aux_layers`.
+
+    Same numbering: vLLM's Llama (model_executor/models/llama.py, _maybe_add_hidden_state) collects id 0 before
+    the first layer and id i + 1 after layer i, hidden_states + residual, i.e. the residual stream entering layer
+    i: transformers' hidden_states[i], which the head reads, for 0 <= i < L. Id L differs (vLLM: the last layer's
+    output before the final norm; transformers: after it), so it is refused. vLLM appends the states in layer
+    order and a layer once however often it is named, so the fc's column blocks are put in ascending layer order
+    and a repeated layer's blocks are summed (fc(.., x, .., x, ..) = (W_a + W_b) x: the same function)."""
+    aux = [int(i) for i in head.aux_layers]
+    bad = [i for i in aux if not 0 <= i < num_target_layers]
+    if bad:
+        L = num_target_layers
+        raise ExportError(f"the head reads target layers {bad}; vLLM collects the input of layers 0..{L - 1} only "
+                          f"(its id {L} is the last layer's output before the final norm, transformers' "
+                          f"hidden_states[{L}] the one after it)")
+    w = head.fc.weight.detach().to("cpu")
+    blocks = w.chunk(len(aux), dim=1)
+    ids = sorted(set(aux))
+    merged = []
+    for i in ids:
+        mine = [b for b, a in zip(blocks, aux) if a == i]
+        merged.append(mine[0] if len(mine) == 1 else torch.stack([b.double() for b in mine]).sum(0).to(w.dtype))
+    return ids, torch.cat(merged, dim=1).contiguous()
+
+
+def eagle3_state_for_vllm(head, target_config) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """(the head's tensors as vLLM's Eagle3LlamaForCausalLM loads them, in fp32; the aux layer ids)."""
+    sd = {k: v.detach().to("cpu") for k, v in head.state_dict().items() if not k.startswith("rotary_emb.")}
+    unknown = set(sd) - set(EAGLE3_KEYS) - {"d2t"}
+    if unknown:
+        raise ExportError(f"the head has tensors vLLM's EAGLE-3 layer has no place for: {sorted(unknown)}")
+    H, target_vocab = int(target_config.hidden_size), int(target_config.vocab_size)
+    if head.hidden_size != H or head.fc.in_features != len(head.aux_layers) * H:
+        # vLLM adds the target's embedding (width H) beside the hidden input and reads target states of width H
+        raise ExportError(f"the head (hidden size {head.hidden_size}, fc over {head.fc.in_features}) does not fit "
+                          f"a target of hidden size {H}")
+    ids, fc = eagle3_aux_for_vllm(head, int(target_config.num_hidden_layers))
+    out = {k: sd[k].float().contiguous() for k in EAGLE3_KEYS}
+    out["fc.weight"] = fc.float()
+    target_ids = head.target_ids.to("cpu").long()
+    n = target_ids.numel()
+    if n > target_vocab or int(target_ids.min()) < 0 or int(target_ids.max()) >= target_vocab:
+        raise ExportError(f"the head's draft vocabulary ({n} ids, {int(target_ids.min())}..{int(target_ids.max())}) "
+                          f"does not fit the target's {target_vocab} tokens")
+    if torch.unique(target_ids).numel() != n:
+        # vLLM scatters the draft logits to target ids (logits_new[:, targets] = logits): a repeated id keeps one
+        raise ExportError("the head's draft vocabulary names a target id twice")
+    if n == target_vocab:
+        # vLLM reads d2t only when the draft vocabulary is smaller than the target's (otherwise it has no
+        # draft_id_to_target_id and would reject the tensor); a full vocabulary in another order is carried by
+        # putting the LM head's rows in target order, which is the same head
+        lm = torch.empty_like(out["lm_head.weight"])
+        lm[target_ids] = out["lm_head.weight"]
+        out["lm_head.weight"] = lm
+    else:
+        out["d2t"] = (target_ids - torch.arange(n)).contiguous()     # int64 offsets, as vLLM adds them
+    # no t2d (vLLM skips it) and no embed_tokens: vLLM then shares the target's embedding, the one the head reads
+    return out, ids
+
+
+def eagle3_config_for_vllm(head, target_config, aux_ids: list[int]) -> dict:
+    """The EAGLE-3 config vLLM reads: architecture LlamaForCausalLMEagle3 (registry: Eagle3LlamaForCausalLM), the
+    draft and target vocabularies, the target's hidden size and eagle_config's aux layer ids (which both the
+    target's collection, gpu_model_runner._get_eagle3_aux_layers_from_config, and the fc width read)."""
+    d = head.config.to_dict()
+    for k in ("eagle_training", "eagle_kind", "eagle_aux_layers", "eagle_config", "bias", "_model_name_or_path",
+              "_name_or_path", "quantization_config", "auto_map", "id2label", "label2id", "torch_dtype"):
+        d.pop(k, None)
+    d.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama", num_hidden_layers=1,
+             attention_bias=False, mlp_bias=False, tie_word_embeddings=False, dtype="float32",
+             vocab_size=int(target_config.vocab_size), draft_vocab_size=int(head.d2t.numel()),
+             target_hidden_size=int(target_config.hidden_size),
+             eagle_config={"eagle_aux_hidden_state_layer_ids": list(aux_ids), "use_aux_hidden_state": True},
+             # vLLM's EAGLE-3 variants, each off: head3.py's layer is the default one of each
+             norm_before_residual=False, norm_before_fc=False, fc_norm=False, norm_output=False)
+    d["eagle_lens"] = {"exported_from": head.path or "random", "kind": "eagle3",
+                       "eagle_aux_layers": list(head.aux_layers),
+                       "note": "fc column blocks in ascending layer order, a repeated layer's blocks summed"}
+    return d
+
+
+def eagle3_check(head, state: dict, aux_ids: list[int], n: int = 64, seed: int = 0) -> float:
+    """Largest relative difference between the head's fc over its aux layers and the exported fc over vLLM's
+    (ascending, each layer once) on random layer states: 0 unless blocks were summed."""
+    g = torch.Generator().manual_seed(seed)
+    H = head.fc.in_features // len(head.aux_layers)
+    states = {i: torch.randn(n, H, generator=g) for i in aux_ids}
+    with torch.no_grad():
+        ref = head.fc(torch.cat([states[i] for i in head.aux_layers], -1).to(head.fc.weight.dtype)).float()
+        got = torch.cat([states[i] for i in aux_ids], -1) @ state["fc.weight"].float().T
+    return float((ref - got).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
 def export_target(target, folder: str) -> None:
     """The target as a plain LlamaForCausalLM safetensors folder (transformers will not save a GGUF-loaded model:
     a fresh model is built from its config and given its state dict)."""
@@ -102,18 +217,45 @@ def export_target(target, folder: str) -> None:
     target.tokenizer.save_pretrained(folder)
 
 
-def export(target, head, out: str) -> dict:
-    """Write out/target and out/eagle; returns what was written."""
+def vllm_method(head) -> str:
+    """vLLM's speculative method for the head, also the export's folder name."""
+    return "eagle3" if is_eagle3(head) else "eagle"
+
+
+def export_head(target, head, out: str) -> dict:
+    """Write the head to out/eagle or out/eagle3 (vllm_method); returns what was written. Checked (ExportError)
+    before anything is written."""
     from safetensors.torch import save_file
-    state = head_state_for_vllm(head)
+    method = vllm_method(head)
+    cfg = target.model.config
+    if method == "eagle3":
+        state, aux_ids = eagle3_state_for_vllm(head, cfg)
+        config = eagle3_config_for_vllm(head, cfg, aux_ids)
+    else:
+        state, aux_ids = head_state_for_vllm(head), None
+        config = head_config_for_vllm(head, cfg, folded="layers.0.self_attn.o_proj.bias" in state)
+    folder = os.path.join(out, method)
+    os.makedirs(folder, exist_ok=True)
+    save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    return {"method": method, "head": folder, method: folder, "tensors": sorted(state), "state": state,
+            "aux_ids": aux_ids}
+
+
+def check_exportable(target, head) -> None:
+    """ExportError when vLLM cannot run the head with this target (so nothing is written for it)."""
+    if is_eagle3(head):
+        eagle3_state_for_vllm(head, target.model.config)
+    else:
+        head_state_for_vllm(head)
+
+
+def export(target, head, out: str) -> dict:
+    """Write out/target and the head (out/eagle or out/eagle3); returns what was written."""
+    check_exportable(target, head)           # a head vLLM cannot run is refused before the target is written
     export_target(target, os.path.join(out, "target"))
-    eagle = os.path.join(out, "eagle")
-    os.makedirs(eagle, exist_ok=True)
-    save_file(state, os.path.join(eagle, "model.safetensors"), metadata={"format": "pt"})
-    cfg = head_config_for_vllm(head, target.model.config, folded="layers.0.self_attn.o_proj.bias" in state)
-    with open(os.path.join(eagle, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-    return {"target": os.path.join(out, "target"), "eagle": eagle, "tensors": sorted(state), "state": state}
+    return dict(export_head(target, head, out), target=os.path.join(out, "target"))
 
 
 def fold_check(head, state: dict, n: int = 64, seed: int = 0) -> float:
@@ -134,10 +276,10 @@ def fold_check(head, state: dict, n: int = 64, seed: int = 0) -> float:
     return worst
 
 
-def commands(out: str, k: int = 2) -> str:
-    """The lines that run the export in vLLM (printed by the CLI, shown by the app)."""
-    t, e = os.path.join(out, "target"), os.path.join(out, "eagle")
-    spec = json.dumps({"method": "eagle", "model": e, "num_speculative_tokens": k})
+def commands(out: str, k: int = 2, method: str = "eagle") -> str:
+    """The lines that run the export in vLLM (printed by the CLI, shown by the app); method: eagle | eagle3."""
+    t, e = os.path.join(out, "target"), os.path.join(out, method)
+    spec = json.dumps({"method": method, "model": e, "num_speculative_tokens": k})
     return "\n".join([
         "# serve (OpenAI-compatible API) from vLLM's environment (scripts/setup_vllm.sh makes .venv-vllm):",
         f".venv-vllm/bin/vllm serve {shlex.quote(t)} --dtype float32 --speculative-config {shlex.quote(spec)}",
@@ -151,9 +293,11 @@ def commands(out: str, k: int = 2) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.export", description=__doc__.splitlines()[0])
-    ap.add_argument("--head", default="shifted", help="shifted (the shipped head) | a head folder | a hub id")
+    ap.add_argument("--head", default="shifted",
+                    help="shifted (the shipped head) | eagle3 (the shipped EAGLE-3 head) | random-eagle3 | a head "
+                         "folder (EAGLE-1 or EAGLE-3) | a hub id")
     ap.add_argument("--target", default=None, help="embedded (default) | a folder | a hub id")
-    ap.add_argument("--out", required=True, help="folder to write target/ and eagle/ into")
+    ap.add_argument("--out", required=True, help="folder to write target/ and eagle/ (eagle3/) into")
     args = ap.parse_args(argv)
     from .bench.run import quiet_libraries
     quiet_libraries()                   # the GGUF loader's bar per tensor
@@ -167,10 +311,17 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     state = written["state"]
-    print(f"wrote {written['target']} (target) and {written['eagle']} (EAGLE head: {len(written['tensors'])} "
-          f"tensors; fc.bias folded: {'layers.0.self_attn.o_proj.bias' in state}; largest relative difference of "
-          f"the folded q/k/v on random inputs: {fold_check(head, state):.1e})")
-    print(commands(args.out))
+    if written["method"] == "eagle3":
+        print(f"wrote {written['target']} (target) and {written['head']} (EAGLE-3 head: {len(written['tensors'])} "
+              f"tensors; target layers {head.aux_layers} read as vLLM's {written['aux_ids']}; draft vocabulary "
+              f"{head.d2t.numel()} tokens{'' if 'd2t' in state else ' (the whole vocabulary: no d2t)'}; largest "
+              f"relative difference of the exported fc on random inputs: "
+              f"{eagle3_check(head, state, written['aux_ids']):.1e})")
+    else:
+        print(f"wrote {written['target']} (target) and {written['head']} (EAGLE head: {len(written['tensors'])} "
+              f"tensors; fc.bias folded: {'layers.0.self_attn.o_proj.bias' in state}; largest relative difference "
+              f"of the folded q/k/v on random inputs: {fold_check(head, state):.1e})")
+    print(commands(args.out, method=written["method"]))
     return 0
 
 

@@ -1,6 +1,7 @@
 """A vLLM engine (plain, or with an exported EAGLE head) that answers decoding requests: JSON lines in, JSON lines out.
 
     .venv-vllm/bin/python scripts/vllm_run.py --target DIR/target [--eagle DIR/eagle --k 2] [--eager]
+    .venv-vllm/bin/python scripts/vllm_run.py --target DIR/target --eagle DIR/eagle3 --method eagle3 [--k 2]
 
 It runs in vLLM's own environment (scripts/setup_vllm.sh), so it imports nothing from eagle_core; the project
 talks to it through eagle_core/bench/vllm.py (VllmWorker). A request is {"prompt_ids": [...], "max_tokens": N,
@@ -71,7 +72,9 @@ def serve(llm, eagle: bool, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
-    ap.add_argument("--eagle", default=None)
+    ap.add_argument("--eagle", default=None, help="the exported head's folder (eagle_core/export.py)")
+    ap.add_argument("--method", default="eagle", choices=("eagle", "eagle3"),
+                    help="vLLM's speculative method for --eagle: eagle (EAGLE-1 head) or eagle3 (EAGLE-3 head)")
     ap.add_argument("--k", type=int, default=2, help="num_speculative_tokens (a chain of k drafted tokens)")
     ap.add_argument("--eager", action="store_true",
                     help="no torch.compile (starts in about a minute instead of ~3 on 2 cores)")
@@ -82,7 +85,7 @@ def main():
     os.dup2(2, 1)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")      # GiB of KV cache: a 24 GiB machine
     from vllm import LLM
-    spec = ({"method": "eagle", "model": args.eagle, "num_speculative_tokens": args.k} if args.eagle else None)
+    spec = ({"method": args.method, "model": args.eagle, "num_speculative_tokens": args.k} if args.eagle else None)
     llm = LLM(model=args.target, dtype="float32", speculative_config=spec, disable_log_stats=False,
               max_model_len=args.max_model_len, seed=0, enforce_eager=args.eager)
     serve(llm, bool(args.eagle), answers)

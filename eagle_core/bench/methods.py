@@ -12,6 +12,7 @@
   vllm, vllm-eagle   vLLM's own decoding of the same target, plain and with the shifted head exported to it
                      (a chain of k drafts, vLLM's EAGLE-1), in vLLM's environment (bench/vllm.py: a worker
                      process per method, asked one prompt at a time, stopped while the other methods run)
+  vllm-eagle3        the same with the EAGLE-3 head (the ':eagle3' methods' head) as vLLM's "method": "eagle3"
 
 Every run returns a per-prompt result: {"token_ids", "new_tokens", "seconds", "forwards", "depth_counts"}, and
 for the engine's methods "accept_lengths" and "time_split" too (metrics.py reads them).
@@ -27,7 +28,8 @@ from .metrics import depth_counts
 BASELINE = "hf-greedy"
 HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
 EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
-VLLM_METHODS = ("vllm", "vllm-eagle")
+VLLM_METHODS = ("vllm", "vllm-eagle", "vllm-eagle3")
+VLLM_SPEC_METHOD = {"vllm": None, "vllm-eagle": "eagle", "vllm-eagle3": "eagle3"}   # vLLM's speculative method
 OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS     # methods that take no DecodeConfig of ours
 DEFAULT_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
 BASE_METHODS = DEFAULT_METHODS + VLLM_METHODS   # the vLLM ones need scripts/setup_vllm.sh, so only when asked
@@ -58,6 +60,8 @@ def method_head_shift(method: str) -> str | None:
     """Which head a method drafts with: 'shifted', 'unshifted', 'eagle3', or None (no head)."""
     if method == "vllm-eagle":
         return "shifted"        # exported to vLLM
+    if method == "vllm-eagle3":
+        return "eagle3"
     base, _, suffix = method.partition(":")
     if base not in EAGLE_DRAFTS:
         return None
@@ -207,7 +211,7 @@ def run_vllm_method(worker, target, prompt_ids, max_new_tokens, temperature, top
 def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_tokens, temperature, top_p, seed,
                prompt_lookup: int, engines: dict | None = None) -> dict:
     """One generation of the prompt by the method; heads: {"shifted": head, "unshifted": head}; engines:
-    {"vllm": worker, "vllm-eagle": worker} for the vLLM methods."""
+    {"vllm": worker, "vllm-eagle": worker, "vllm-eagle3": worker} for the vLLM methods."""
     if method in VLLM_METHODS:     # run_bench checked that every vLLM method has its worker
         return run_vllm_method(engines[method], target, prompt_ids, max_new_tokens, temperature, top_p, seed)
     if method == "hf-greedy":

@@ -77,9 +77,10 @@ def _header_lines(report: dict) -> list[str]:
     v = cfg.get("vllm")
     if v:
         lines.append(f"vLLM {v.get('version')} ({'compiled' if v.get('compiled') else 'eager'}, {v.get('dtype')}, "
-                     f"{v.get('methods')}): vllm-eagle drafts a chain of {v.get('num_speculative_tokens')} with the "
-                     f"shifted head; LD_PRELOAD {v.get('ld_preload') or 'none'}; reserved CPUs "
-                     f"{v.get('reserved_cpus')}; seconds are vLLM's generate() alone")
+                     f"{v.get('methods')}): vllm-eagle / vllm-eagle3 draft a chain of "
+                     f"{v.get('num_speculative_tokens')} with the shifted / EAGLE-3 head; LD_PRELOAD "
+                     f"{v.get('ld_preload') or 'none'}; reserved CPUs {v.get('reserved_cpus')}; seconds are vLLM's "
+                     "generate() alone")
     t = cfg.get("tree", {})
     lines.append(f"tree: static preset {t.get('static_preset')}, chain/dynamic depth {t.get('depth')}, "
                  f"dynamic top_k {t.get('top_k')} / total_tokens {t.get('total_tokens')}")
@@ -174,7 +175,8 @@ def write_plot(report: dict, path: str):
     ms = report["methods"]
     names = list(ms)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(9, 1.4 * len(names) + 4), 5.2))
-    colors = ["#888888" if m in HF_METHODS or m in ("vanilla", "vllm") else "#6a3d9a" if m == "vllm-eagle" else
+    colors = ["#888888" if m in HF_METHODS or m in ("vanilla", "vllm") else
+              "#6a3d9a" if m in ("vllm-eagle", "vllm-eagle3") else
               ("#d9822b" if m.endswith(":unshifted") else "#2b6cd9") for m in names]
     _throughput_panel(ax1, ms, names, colors)
     _speedup_panel(ax2, ms, names, colors)

@@ -350,14 +350,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="head of the ':unshifted' methods (default: the shipped unshifted head, or "
                          "random-unshifted with --head random)")
     ap.add_argument("--head-eagle3", default="eagle3",
-                    help="head of the ':eagle3' methods: eagle3 (the shipped one) | random-eagle3 | PATH")
+                    help="head of the ':eagle3' methods and vllm-eagle3: eagle3 (the shipped one) | random-eagle3 | "
+                         "PATH")
     ap.add_argument("--tree", default=None, help="static tree preset (default: the device's default)")
     ap.add_argument("--depth", type=int, default=None, help="chain / dynamic depth")
     ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
     ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
     ap.add_argument("--prompt-lookup-tokens", type=int, default=10, help="hf-prompt-lookup: tokens per lookup")
     ap.add_argument("--vllm-k", type=int, default=2,
-                    help="vllm-eagle: drafted tokens per cycle (vLLM's num_speculative_tokens, a chain)")
+                    help="vllm-eagle(3): drafted tokens per cycle (vLLM's num_speculative_tokens, a chain)")
     ap.add_argument("--vllm-eager", action="store_true",
                     help="vllm methods without torch.compile (start in a minute instead of ~3; decode slower)")
     ap.add_argument("--vllm-export", default=None, metavar="DIR",
@@ -503,7 +504,8 @@ def main(argv=None) -> int:
         if wants_vllm:
             from .vllm import engines_note, start_engines
             engines = start_engines(target, heads.get("shifted"), methods, k=args.vllm_k, eager=args.vllm_eager,
-                                    export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr))
+                                    export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr),
+                                    eagle3_head=heads.get("eagle3"))
             config["vllm"] = engines_note(engines)
         try:
             report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,

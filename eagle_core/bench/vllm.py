@@ -1,8 +1,11 @@
 """The same head in vLLM: export it, decode the same prompts with vLLM (plain and EAGLE) and with our engine, and
 compare the texts and the per-position acceptance counters.
 
-    python -m eagle_core.bench.vllm [--head shifted] [--prompts humaneval] [--limit 4] [--max-new-tokens 32]
-        [--k 2] [--export DIR] [--json OUT] [--eager]
+    python -m eagle_core.bench.vllm [--head shifted | eagle3 | PATH] [--prompts humaneval] [--limit 4]
+        [--max-new-tokens 32] [--k 2] [--export DIR] [--json OUT] [--eager]
+
+An EAGLE-3 head (model/head3.py) runs as vLLM's "method": "eagle3" (the benchmark's vllm-eagle3), an EAGLE-1 head as
+"method": "eagle" (vllm-eagle).
 
 vLLM runs in its own environment (scripts/setup_vllm.sh makes .venv-vllm; EAGLE_LENS_VLLM_PYTHON names another
 interpreter) through scripts/vllm_run.py, one long-lived worker process per engine (VllmWorker, which the
@@ -33,14 +36,15 @@ def vllm_python() -> str | None:
     return py if os.path.exists(py) else None
 
 
-def vllm_command(export_dir: str, eagle: bool, k: int, eager: bool) -> tuple[list[str], dict]:
-    """scripts/vllm_run.py in vLLM's environment for an export folder: (argv, env without our venv's paths)."""
+def vllm_command(export_dir: str, method: str | None, k: int, eager: bool) -> tuple[list[str], dict]:
+    """scripts/vllm_run.py in vLLM's environment for an export folder: (argv, env without our venv's paths);
+    method: None (plain), "eagle" or "eagle3" (the head in export_dir/method, as eagle_core/export.py writes it)."""
     py = vllm_python()
     if py is None:
         raise RuntimeError("vLLM is not set up: run scripts/setup_vllm.sh (makes .venv-vllm)")
     cmd = [py, VLLM_RUN, "--target", os.path.join(export_dir, "target")]
-    if eagle:
-        cmd += ["--eagle", os.path.join(export_dir, "eagle"), "--k", str(k)]
+    if method:
+        cmd += ["--eagle", os.path.join(export_dir, method), "--method", method, "--k", str(k)]
     if eager:
         cmd.append("--eager")
     return cmd, vllm_env(py)
@@ -69,12 +73,13 @@ def vllm_env(py: str) -> dict:
 class VllmWorker:
     """A vLLM engine kept running in its own environment (scripts/vllm_run.py), asked one prompt at a
     time, so the benchmark can interleave it with the other methods prompt by prompt. Each answer carries the
-    seconds of vLLM's generate() alone, and for EAGLE the counters of that request."""
+    seconds of vLLM's generate() alone, and for EAGLE the counters of that request. method: None (plain vLLM),
+    "eagle" or "eagle3" (vLLM's speculative method, with the head exported to export_dir/method)."""
 
-    def __init__(self, export_dir: str, eagle: bool, k: int = 2, eager: bool = False, timeout: float = 900,
+    def __init__(self, export_dir: str, method: str | None, k: int = 2, eager: bool = False, timeout: float = 900,
                  pause: bool = True):
-        cmd, env = vllm_command(export_dir, eagle, k, eager)
-        self.eagle, self.k, self.eager = eagle, k, eager
+        cmd, env = vllm_command(export_dir, method, k, eager)
+        self.method, self.eagle, self.k, self.eager = method, method is not None, k, eager
         self.paused, self.pause_between, self._pids = False, False, []
         self.log = tempfile.NamedTemporaryFile("w+", prefix="eagle-lens-vllm-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -209,36 +214,46 @@ class VllmWorker:
 
 
 def start_engines(target, head, methods, k: int = 2, eager: bool = False, export_dir: str | None = None,
-                  log=print) -> dict:
-    """{method: VllmWorker} for the benchmark's vllm / vllm-eagle methods among `methods`: the target (and for
-    vllm-eagle the head) exported to export_dir (reused when it holds an export; default: a fresh temporary
-    folder, removed when the workers close), one paused worker per method. Close them with close_engines."""
-    from ..export import export, export_target
+                  log=print, eagle3_head=None) -> dict:
+    """{method: VllmWorker} for the benchmark's vllm / vllm-eagle / vllm-eagle3 methods among `methods`: the
+    target (for vllm-eagle the shifted `head`, for vllm-eagle3 `eagle3_head`) exported to export_dir (each part
+    reused when the folder holds it; default: a fresh temporary folder, removed when the workers close), one
+    paused worker per method. Close them with close_engines."""
+    from ..export import ExportError, check_exportable, export_head, export_target
     from .errors import BenchError
-    from .methods import VLLM_METHODS
+    from .methods import VLLM_METHODS, VLLM_SPEC_METHOD
     wanted = [m for m in methods if m in VLLM_METHODS]
     if not wanted:
         return {}
     if vllm_python() is None:
         raise BenchError("the vllm methods need vLLM: run scripts/setup_vllm.sh (it makes .venv-vllm)")
+    heads = {"eagle": head, "eagle3": eagle3_head}
+    for m in wanted:            # every head checked before anything is written or started
+        spec = VLLM_SPEC_METHOD[m]
+        if spec and heads[spec] is None:
+            raise BenchError(f"{m} needs the {'shifted' if spec == 'eagle' else 'EAGLE-3'} head")
+        try:
+            if spec:
+                check_exportable(target, heads[spec])
+        except ExportError as exc:
+            raise BenchError(f"{m}: cannot export the head for vLLM: {exc}") from None
     tmp = None
     if export_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="eagle-lens-export-")
         export_dir = tmp.name
-    if "vllm-eagle" in wanted:
-        if head is None:
-            raise BenchError("vllm-eagle needs the shifted head")
-        if not os.path.exists(os.path.join(export_dir, "eagle", "config.json")):
-            log(f"exporting the target and the head for vLLM to {export_dir} ...")
-            export(target, head, export_dir)
-    elif not os.path.exists(os.path.join(export_dir, "target", "config.json")):
+    if not os.path.exists(os.path.join(export_dir, "target", "config.json")):
         log(f"exporting the target for vLLM to {export_dir} ...")
         export_target(target, os.path.join(export_dir, "target"))
+    for m in wanted:
+        spec = VLLM_SPEC_METHOD[m]
+        if spec and not os.path.exists(os.path.join(export_dir, spec, "config.json")):
+            log(f"exporting the {spec} head for vLLM to {os.path.join(export_dir, spec)} ...")
+            export_head(target, heads[spec], export_dir)
     engines = {}
     try:
         for m in wanted:
             log(f"starting vLLM for {m} ({'eager' if eager else 'compiled: minutes the first time'}) ...")
-            engines[m] = VllmWorker(export_dir, eagle=m == "vllm-eagle", k=k, eager=eager)
+            engines[m] = VllmWorker(export_dir, method=VLLM_SPEC_METHOD[m], k=k, eager=eager)
     except BaseException:
         close_engines(engines)
         raise
@@ -306,8 +321,15 @@ def compare(plain: dict, eagle: dict, ours: dict) -> dict:
             "counters": {"vllm": vc, "ours": oc}, "accept_rate_per_pos": {"vllm": rate(vc), "ours": rate(oc)}}
 
 
+def tokens_per_second(run: dict) -> float:
+    """New tokens over the seconds of vLLM's generate() calls of a decode_each run."""
+    secs = sum(r["seconds"] for r in run["results"])
+    return sum(len(r["new_ids"]) for r in run["results"]) / secs if secs > 0 else 0.0
+
+
 def format_report(cmp: dict, plain: dict, eagle: dict) -> str:
-    lines = [f"vLLM {eagle.get('version', '?')}, k = {eagle['k']}, {len(cmp['rows'])} prompts, "
+    lines = [f"vLLM {eagle.get('version', '?')}, method {eagle.get('method', 'eagle')}, k = {eagle['k']}, "
+             f"{len(cmp['rows'])} prompts, "
              f"{plain['max_tokens']} new tokens at most, T = 0",
              "| prompt | tokens | vLLM EAGLE = vLLM plain | ours = vLLM plain |", "|---|---|---|---|"]
     for r in cmp["rows"]:
@@ -320,6 +342,8 @@ def format_report(cmp: dict, plain: dict, eagle: dict) -> str:
               f"| accepted per position | {vc['accepted_per_pos']} | {oc['accepted_per_pos']} |",
               "| acceptance per position | " + ", ".join(f"{x:.3f}" for x in cmp["accept_rate_per_pos"]["vllm"]) +
               " | " + ", ".join(f"{x:.3f}" for x in cmp["accept_rate_per_pos"]["ours"]) + " |",
+              "", f"vLLM tokens/s (generate() alone): plain {tokens_per_second(plain):.1f}, "
+              f"{eagle.get('method', 'eagle')} {tokens_per_second(eagle):.1f}",
               "", f"(one request at a time, {'eager' if eagle.get('eager') else 'compiled'}; the speed comparison is "
               "the benchmark's: python -m eagle_core.bench --methods hf-greedy,vllm,vllm-eagle,eagle-chain ...)"]
     return "\n".join(lines)
@@ -329,7 +353,7 @@ def decode_each(worker, prompt_ids: list[list[int]], max_tokens: int, stops) -> 
     """Every prompt through a worker, one request at a time: {"results": [answer], "counters" (EAGLE, summed)}."""
     answers = [worker.generate(p, max_tokens, stop_token_ids=stops) for p in prompt_ids]
     out = {"results": answers, "version": worker.version, "k": worker.k, "eager": worker.eager,
-           "max_tokens": max_tokens}
+           "max_tokens": max_tokens, "method": worker.method}
     if worker.eagle:
         per = [sum(x) for x in zip(*(a["counters"]["accepted_per_pos"] for a in answers))]
         out["counters"] = {"num_drafts": sum(a["counters"]["num_drafts"] for a in answers), "accepted_per_pos": per,
@@ -350,6 +374,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     quiet_libraries()
     import torch
+    from ..export import is_eagle3
     from ..model.head import HeadLoadError, resolve_head
     from ..model.target import load_target
     from .errors import BenchError
@@ -363,14 +388,16 @@ def main(argv=None) -> int:
         head = resolve_head(args.head, target)
         ids = [target.render_prompt(it["prompt"]) for it in items]
         stops = list(target.stop_token_ids)
-        engines = start_engines(target, head, ["vllm", "vllm-eagle"], k=args.k, eager=args.eager,
-                                export_dir=args.export, log=lambda t: print(t, file=sys.stderr))
+        spec = "vllm-eagle3" if is_eagle3(head) else "vllm-eagle"
+        engines = start_engines(target, None if spec == "vllm-eagle3" else head, ["vllm", spec], k=args.k,
+                                eager=args.eager, export_dir=args.export, log=lambda t: print(t, file=sys.stderr),
+                                eagle3_head=head if spec == "vllm-eagle3" else None)
     except (BenchError, HeadLoadError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         plain = decode_each(engines["vllm"], ids, args.max_new_tokens, stops)
-        eagle = decode_each(engines["vllm-eagle"], ids, args.max_new_tokens, stops)
+        eagle = decode_each(engines[spec], ids, args.max_new_tokens, stops)
     finally:
         close_engines(engines)
     ours = ours_chain(target, head, ids, args.max_new_tokens, args.k)
