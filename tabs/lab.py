@@ -218,7 +218,8 @@ class LabTab:
             gr.Markdown("### 8. EAGLE-3: training-time test and fused features\n" + vl.PAPER["eagle3"]
                         + "\n\n**Here:** an EAGLE-1 head and an EAGLE-3 head trained from scratch on the same "
                           "ShareGPT conversations for the same time on one GPU (the target's features computed "
-                          "batch by batch), beside the longer-trained shipped EAGLE-1 head, drafting on the CPU. "
+                          "batch by batch), beside the longer-trained shipped EAGLE-1 head and the shipped EAGLE-3 head (the "
+                          "4-minute one trained on with the target's own answers), drafting on the CPU. "
                           + e3["source"])
             gr.Plot(e3["depths"], label="EAGLE-1 and EAGLE-3: held-out acceptance per depth")
             gr.Markdown(e3["md"])
