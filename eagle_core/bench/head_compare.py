@@ -120,6 +120,16 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def publish(report: dict, path: str | None) -> int:
+    """The report's table to stdout, and the report to `path` when one is given."""
+    print(format_table(report))
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.head_compare", description=__doc__.splitlines()[0])
     ap.add_argument("--heads", help="name=spec,... (spec: shifted | eagle3 | a head folder)")
@@ -141,12 +151,7 @@ def main(argv=None) -> int:
         except (BenchError, OSError, ValueError, KeyError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(format_table(report))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=1)
-            print(f"wrote {args.json}", file=sys.stderr)
-        return 0
+        return publish(report, args.json)
     if not args.heads:
         print("error: give --heads (or --merge REPORT ...)", file=sys.stderr)
         return 2
@@ -172,12 +177,7 @@ def main(argv=None) -> int:
               "prompts": args.prompts, "limit": len(prompts), "max_new_tokens": args.max_new_tokens,
               "numerics": target.numerics, "head_paths": {k: str(h.path) for k, h in heads.items()},
               "heads": res, "cards": {k: training_card(h) for k, h in heads.items()}}
-    print(format_table(report))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-        print(f"wrote {args.json}", file=sys.stderr)
-    return 0
+    return publish(report, args.json)
 
 
 if __name__ == "__main__":
