@@ -491,7 +491,12 @@ def test_eagle3_panel_reads_the_head_comparison():
     # a shipped EAGLE-3 head (trained on in phases): its own label, line and sentence against the shipped EAGLE-1
     rep["heads"]["shipped_eagle3"] = {"chain-2": shape(2.0), "mc_sim_7b_63": shape(2.7)}
     rep["cards"]["shipped_eagle3"] = card("eagle3", [0.54, 0.49, 0.46, 0.45, 0.43], 660, phases=2)
-    assert vl.eagle3_depths(rep).data[-1].name == "EAGLE-3 (2 phases, shipped): 0.54 → 0.43"
+    fig = vl.eagle3_depths(rep)
+    assert fig.data[-1].name == "EAGLE-3 (2 phases, shipped): 0.54 → 0.43"
+    rep["cards"]["eagle3_b"] = card("eagle3", [0.3, 0.2, 0.2, 0.2, 0.2], 60)    # five heads, as the shipped report
+    fig = vl.eagle3_depths(rep)
+    assert len({(t.line.dash, t.marker.symbol, t.line.color) for t in fig.data}) == len(fig.data) == 5
+    del rep["cards"]["eagle3_b"]
     text = vl.eagle3_finding(rep)
     assert "EAGLE-1 head's 2.20 (0.91×" in text                      # the same-budget pair is still the 3-min one
     assert "11 min on one GPU in 2 phases" in text and "τ 2.70 (1.13× the shipped EAGLE-1" in text

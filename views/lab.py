@@ -520,7 +520,7 @@ PAPER["eagle3"] = ("**The paper (EAGLE-3 §4, Table 2; LLaMA-Instruct 3.1 8B, MT
                    "(fused features) to 6.13. Its acceptance no longer falls with depth: a head trained on its own "
                    "drafts stops compounding its errors.")
 EAGLE3_STYLES = [(TARGET_P, "solid", "circle"), (DRAFT_Q, "dash", "diamond"), (ACCEPTED, "dot", "square"),
-                 ("#E69F00", "dashdot", "triangle-up")]
+                 ("#E69F00", "dashdot", "triangle-up"), ("#D55E00", "longdash", "x")]   # five heads: five cues
 
 
 def head_label(name: str, card: dict | None) -> str:
