@@ -155,21 +155,50 @@ def test_fp32_mode_never_takes_bf16():
 
 @pytest.mark.skipif(not _has_native_bf16(), reason="the row-independence claim is made for CPUs with AMX or "
                                                    "AVX512-BF16 (where the plan can choose bf16)")
-def test_bf16_kernel_is_row_independent():
+def test_bf16_kernel_is_row_independent_where_the_plan_takes_it():
     """A row's output bits do not depend on the other rows of the call: a tree pass and a one-token step give the
-    same linear outputs, so plain decoding and verification compute one function (docs: what is exact)."""
+    same linear outputs, so plain decoding and verification compute one function (docs: what is exact). oneDNN
+    with AMX is; a Zen 4's AVX512-BF16 is not for a 1536-long reduction, and there the plan must refuse bf16 and
+    say why, and the refusal must be true."""
     torch.manual_seed(0)
     for out_f, in_f in ((576, 576), (1536, 576), (576, 1536), (4096, 576)):
         lin = torch.nn.Linear(in_f, out_f, bias=False)
         with torch.no_grad():
             lin.weight.mul_(0.05)
-        K.plan_kernels(lin, mode="bf16")
+        plan = K.plan_kernels(lin, mode="bf16")
         x = torch.randn(26, in_f)
+        if plan["precision"] != "bf16":
+            assert "row-dependent" in plan["bf16_refused"] and f"{out_f}x{in_f}" in plan["bf16_refused"]
+            assert "not taken" in K.describe(plan)
+            w = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach().to(torch.bfloat16), 8)
+            assert K.rows_dependence(lambda z: K._packed(z, w, None), in_f, torch.bfloat16) is not None
+            continue          # the layer stays fp32: the model of two kernels and near-ties (docstring)
         with torch.no_grad():
             full = lin(x)
             for rows in (1, 2, 3, 4, 8, 16):
                 assert torch.equal(lin(x[:rows]), full[:rows]), (out_f, in_f, rows)
                 assert torch.equal(lin(x[rows - 1:rows]), full[rows - 1:rows]), (out_f, in_f, rows)
+
+
+def test_rows_dependence_finds_a_row_that_depends_on_its_neighbours():
+    """The load-time probe behind the bf16 refusal, on kernels made to order (any CPU): a row-by-row product
+    passes; one that rounds a lone row otherwise, or the tail rows of a large call, is caught and located."""
+    w = torch.randn(8, 16, generator=torch.Generator().manual_seed(0))
+
+    def rowwise(x):
+        return torch.stack([w @ r for r in x])
+
+    def lone_row_apart(x):
+        return rowwise(x) + (1e-6 if x.shape[0] == 1 else 0.0)
+
+    def tail_apart(x):   # like the Zen 4's: rows past a block of 24 take another path in a large call
+        out = rowwise(x)
+        if x.shape[0] > 24:
+            out[24:] += 1e-6
+        return out
+    assert K.rows_dependence(rowwise, 16) is None
+    assert K.rows_dependence(lone_row_apart, 16) == "the first 1 rows"
+    assert K.rows_dependence(tail_apart, 16) == "1 row alone, row 25 of 64"
 
 
 def test_layer_timing_without_a_pass():

@@ -27,8 +27,11 @@ Two numerical models, one choice per model. fp32 and bf16 weights are two differ
 checkpoint, so a target runs ONE of them at every row count: EAGLE's verification and plain decoding (`vanilla`)
 then compute the same function, which is what "lossless" is measured against. Within fp32 the plain/packed
 choice is per row count (the two kernels differ by fp32 rounding only). The bf16 kernel is row-independent on
-oneDNN (a row's output bits do not depend on which other rows share the call: tests/test_cpu_kernels.py checks
-it), so a tree pass and a one-token step give the same linear outputs bit for bit. The LM head never runs bf16
+oneDNN with AMX (a row's output bits do not depend on which other rows share the call), so a tree pass and a
+one-token step give the same linear outputs bit for bit. Not on every CPU: on a Zen 4 (AVX512-BF16, no AMX) a
+576x1536 layer gives some rows alone other bits than in a batch, so the plan probes every layer shape of the
+model at load (`rows_dependence`, ~0.1-0.5 s) and refuses bf16 where a row depends on its neighbours
+(plan["bf16_refused"] says which layer; the model stays fp32). The LM head never runs bf16
 (`fp32_only`): its output would be rounded to bf16, logits of ~20 in steps of 1/8, and near-ties would become
 exact ties (with a bf16 LM head, EAGLE parted from plain decoding on 4 of 10 MT-bench prompts within 64
 tokens, every time at a top-2 margin of exactly 0); it runs the
@@ -152,11 +155,51 @@ def pack_bf16_weight(mod, batch_hint: int = 8) -> bool:
 
 
 _BF16_AVAILABLE = None
+ROW_PROBE = 64            # rows of the row-independence probe: a tree pass is at most ~61 tokens
+
+
+def rows_dependence(kernel, in_features: int, dtype: torch.dtype = torch.float32, rows: int = ROW_PROBE) -> str | None:
+    """None when `kernel(x)` (a linear layer's product) gives every row the same bits whichever rows share the
+    call: each of `rows` random rows alone and every prefix of PROBE_ROWS rows against one call on all of them;
+    else where it first differs ("1 row alone, row 4 of 64", "the first 8 rows"). Exactness needs it: verification
+    runs a tree of n tokens as one n-row call, plain decoding the same tokens as 1-row calls, and the two must be
+    one function for EAGLE to be token-identical to it (docstring)."""
+    x = torch.randn(rows, in_features, generator=torch.Generator().manual_seed(1)).to(dtype)
+    with torch.no_grad():
+        full = kernel(x)
+        for r in PROBE_ROWS:
+            if r <= rows and not torch.equal(kernel(x[:r]), full[:r]):
+                return f"the first {r} rows"
+        for i in range(rows):
+            if not torch.equal(kernel(x[i:i + 1]), full[i:i + 1]):
+                return f"1 row alone, row {i + 1} of {rows}"
+    return None
+
+
+def bf16_rows_dependence(mods) -> str | None:
+    """rows_dependence of the bf16 kernel over one layer of every shape in `mods` (fp32-only layers: of the packed
+    fp32 kernel, which they run at every row count beside bf16 layers); None when all are row-independent."""
+    seen = set()
+    for m in mods:
+        bf = hasattr(m, "_bf16_weight")
+        key = (m.out_features, m.in_features, bf)
+        if key in seen:
+            continue
+        seen.add(key)
+        if bf:
+            why = rows_dependence(lambda x, m=m: _packed(x, m._bf16_weight, m._bf16_bias), m.in_features,
+                                  torch.bfloat16)
+        else:
+            why = rows_dependence(lambda x, m=m: _packed(x, m._packed_weight, m.bias), m.in_features, m.weight.dtype)
+        if why:
+            return f"{'bf16' if bf else 'packed fp32'} {m.out_features}x{m.in_features}: {why} differ"
+    return None
 
 
 def bf16_kernels_available() -> bool:
     """Whether this CPU has the bf16 kernel at all (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT; an AVX2-only
-    CPU has none, and there the bf16 numerical model cannot be built: kernels="bf16" keeps fp32)."""
+    CPU has none, and there the bf16 numerical model cannot be built: kernels="bf16" keeps fp32). Whether it is
+    exact for a model's layers is the plan's probe (bf16_rows_dependence)."""
     global _BF16_AVAILABLE
     if _BF16_AVAILABLE is None:
         _BF16_AVAILABLE = pack_bf16_weight(torch.nn.Linear(64, 64))
@@ -295,6 +338,10 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
     bf16_ok = any(not k[4] for k in groups) and all(
         hasattr(m, "_bf16_weight") or m.weight.dtype == torch.bfloat16 or k[4]
         for k, mods in groups.items() for m in mods)
+    if bf16_ok and want_bf16:   # the bf16 model is exact only where its kernels are row-independent (docstring)
+        why = bf16_rows_dependence([mods[0] for mods in groups.values()])
+        if why:
+            bf16_ok, plan["bf16_refused"] = False, f"row-dependent on this CPU ({why})"
     start = {"plain": PLAIN, "packed": PACKED, "bf16": BF16 if bf16_ok else PACKED}.get(mode, PLAIN)
     tables, fp32_tables = [], []
     for key, mods in groups.items():
@@ -383,20 +430,23 @@ def kernel_tables(model: torch.nn.Module) -> list[list[int]]:
 
 
 def describe(plan: dict | None) -> str:
-    """One line for reports: which kernel runs which row counts."""
+    """One line for reports: which kernel runs which row counts (and why not bf16, where it was refused)."""
     if not plan or not plan.get("layers"):
         return "plain linear kernels"
+    refused = f"; bf16 not taken: {plan['bf16_refused']}" if plan.get("bf16_refused") else ""
     if plan["mode"] not in ("auto", "fp32"):
         what = {"bf16": "bf16 (oneDNN)"}.get(plan["mode"], plan["mode"])
+        if refused:
+            return f"oneDNN-packed fp32 linear kernels everywhere (bf16 was forced but not taken: {plan['bf16_refused']})"
         return f"{what} linear kernels everywhere (forced)"
     if plan.get("precision") == "bf16":
         return "bf16 linear layers (oneDNN, fp32 between them) at every row count (timed)"
     first = plan.get("packed_from_rows")
     if first is None:
-        return "plain linear kernels at every row count (timed)"
+        return "plain linear kernels at every row count (timed)" + refused
     if first == 1:
-        return "oneDNN-packed linear kernels from 1 row (timed)"
-    return f"linear kernels timed per row count: plain below {first} rows, oneDNN-packed from {first}"
+        return "oneDNN-packed linear kernels from 1 row (timed)" + refused
+    return f"linear kernels timed per row count: plain below {first} rows, oneDNN-packed from {first}" + refused
 
 
 def pack_cpu_linears(model: torch.nn.Module, batch_hint: int = 8, plan: dict | None = None, run=None,
