@@ -144,6 +144,33 @@ def test_eagle3_drafts_are_its_own_vocabulary(small):
     assert drafted > 0
 
 
+@pytest.mark.parametrize("draft_dtype", ["mixed", "bfloat16"])
+def test_eagle3_drafts_through_its_lm_head_in_the_draft_lm_dtype(small, draft_dtype):
+    """"mixed" (the CPU default) and bf16 give the EAGLE-3 head's own LM head the draft LM dtype, as EAGLE-1's draft
+    LM head gets it (a packed bf16 copy, the norm still in the head's dtype): q moves by bf16 rounding only and
+    the output stays the target's."""
+    target, _ = small
+    head = repeating_eagle3_head(target, torch.tensor(random.Random(0).sample(range(V), 12)))
+    rng = random.Random(2)
+    for _ in range(6):
+        ids = [rng.randrange(V) for _ in range(rng.randrange(2, 12))]
+        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=20), ids)
+        dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=20, draft="static", tree="cpu-12",
+                                                      draft_dtype=draft_dtype), ids)
+        while not dec.done:
+            dec.step()
+        assert dec.result().token_ids == ref.token_ids
+    d = dec.drafter
+    assert d.lm.weight.dtype == torch.bfloat16 and d.lm is not head.lm_head
+    assert d.dtype == (torch.float32 if draft_dtype == "mixed" else torch.bfloat16)
+    out = torch.randn(5, target.hidden_size)
+    want = torch.softmax(head.logits(out).float(), -1)
+    got = torch.softmax(d._draft_logits(out.to(d.dtype)).float(), -1)
+    assert (got - want).abs().max() < 0.02 and not torch.equal(got, want)
+    fp32 = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2), [1, 2]).drafter
+    assert (torch.softmax(fp32._draft_logits(out).float(), -1) - want).abs().max() < 1e-5   # fp32: head.logits
+
+
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.6, 0.9)])
 def test_output_law_with_an_eagle3_head(temperature, top_p):
     """The first three tokens' joint law equals the warped target's (the chi-square check of test_exactness)."""

@@ -89,6 +89,17 @@ def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
         return cache[key]
 
 
+def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
+    """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (it shares the head's weight when the dtype
+    needs no copy). Cached on the head, built once per dtype: for inference on a head that no longer trains."""
+    with _BUILD_LOCK:
+        cache = head.__dict__.setdefault("_lm_copies", {})
+        if dtype not in cache:
+            w = head.lm_head.weight.detach()
+            cache[dtype] = frozen_linear(w.to(dtype).contiguous(), None)
+        return cache[dtype]
+
+
 def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
     """An inference-only nn.Linear over these tensors (shared, not copied), pre-packed on a CPU."""
     lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
@@ -108,7 +119,8 @@ def head_in_dtype(head, dtype: torch.dtype):
         copies = head.__dict__.setdefault("_dtype_copies", {})
         if key not in copies:
             import copy
-            clone = copy.deepcopy(head, memo={id(copies): {}})   # the copies cache itself is not copied
+            memo = {id(c): {} for c in (copies, head.__dict__.get("_lm_copies")) if c is not None}
+            clone = copy.deepcopy(head, memo=memo)   # the caches of copies themselves are not copied
             clone = clone.to(dtype).requires_grad_(False)
             if clone.fc.weight.device.type == "cpu":   # an inference-only copy: pre-pack its weights
                 pack_cpu_linears(clone)
@@ -132,17 +144,28 @@ class Drafter:
         self.embed = target.embed_tokens
         self.vocab_size = target.vocab_size
         if getattr(head, "kind_name", "") == "eagle3":
-            # EAGLE-3 drafts through its own LM head over its own draft vocabulary (head3.py), in the head's dtype
+            # EAGLE-3 drafts through its own norm and LM head over its own draft vocabulary (head3.py); the LM head
+            # as EAGLE-1's draft LM head: a pre-packed copy in the LM dtype ("mixed": bf16), the norm in the head's
             ids = head.target_ids
             full = ids.numel() == self.vocab_size and bool((ids == torch.arange(ids.numel(), device=ids.device)).all())
-            self.vocab_ids, self.lm, self.lm_dtype = (None if full else ids), head.logits, self.dtype
+            self.vocab_ids = None if full else ids
+            self.lm_dtype = lm_dtype or self.dtype
+            self.lm = eagle3_lm_head(head, self.lm_dtype)
+            self.lm_norm = head.norm
         else:
             # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
             self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype)
             self.lm_dtype = self.lm.weight.dtype
+            self.lm_norm = None   # EAGLE-1 heads predict the normed feature the target's LM head reads
         self.neg = torch.finfo(head.fc.weight.dtype).min
         if spec.kind in ("chain", "static"):
             self._children_of_path = children_of_path(spec.static_choices())
+
+    def _draft_logits(self, feats: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits of predicted features [F, H] (EAGLE-3: its final norm in the head's dtype)."""
+        if self.lm_norm is not None:
+            feats = self.lm_norm(feats)
+        return self.lm(feats.to(self.lm_dtype))
 
     def _head(self, feats, tokens, positions, visible_tree):
         """One head forward. visible_tree: [n, n_tree_entries_so_far + n] bool over tree entries (None: causal)."""
@@ -209,7 +232,7 @@ class Drafter:
         frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
         max_depth = spec.max_depth
         for level in range(1, max_depth + 1):
-            small = warp(self.lm(frontier_feats[0].to(self.lm_dtype)).float())   # [F, K] draft log-probs (draft vocab)
+            small = warp(self._draft_logits(frontier_feats[0]).float())   # [F, K] draft log-probs (draft vocab)
             logp = small
             if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
                 logp = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(
