@@ -169,6 +169,11 @@ def test_eagle3_drafts_through_its_lm_head_in_the_draft_lm_dtype(small, draft_dt
     assert (got - want).abs().max() < 0.02 and not torch.equal(got, want)
     fp32 = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2), [1, 2]).drafter
     assert (torch.softmax(fp32._draft_logits(out).float(), -1) - want).abs().max() < 1e-5   # fp32: head.logits
+    with torch.no_grad():       # a head trained on in place: the next drafter's LM-head copy follows it
+        head.lm_head.weight.mul_(2.0)
+    again = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2), [1, 2]).drafter
+    twice = torch.softmax(head.logits(out).float(), -1)
+    assert (torch.softmax(again._draft_logits(out).float(), -1) - twice).abs().max() < 1e-5
 
 
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.6, 0.9)])

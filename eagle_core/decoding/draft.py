@@ -91,13 +91,16 @@ def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
 
 def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
     """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (it shares the head's weight when the dtype
-    needs no copy). Cached on the head, built once per dtype: for inference on a head that no longer trains."""
+    needs no copy). Cached on the head per dtype and weight version: a head trained on in place gets a new one."""
+    w = head.lm_head.weight
+    key = (dtype, w._version)
     with _BUILD_LOCK:
         cache = head.__dict__.setdefault("_lm_copies", {})
-        if dtype not in cache:
-            w = head.lm_head.weight.detach()
-            cache[dtype] = frozen_linear(w.to(dtype).contiguous(), None)
-        return cache[dtype]
+        if key not in cache:
+            for stale in [k for k in cache if k[1] != w._version]:
+                del cache[stale]
+            cache[key] = frozen_linear(w.detach().to(dtype).contiguous(), None)
+        return cache[key]
 
 
 def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
