@@ -267,6 +267,26 @@ def test_ambiguity_views():
     h = ambiguity_html(rec)
     assert "smollm2-135m-shifted" in h and "yuhuili/EAGLE-Vicuna-7B-v1.3" in h
     assert "/work" not in h and ".cache" not in h and "snapshots" not in h
+    assert "What they would draft" not in h                       # no next-token lists: nothing to count
+
+
+def test_ambiguity_counts_each_heads_first_draft():
+    """The sentence under the "How can I" figures counts, per head, the branches whose most likely next token is
+    the target's; the note on where the heads were trained appears only when EAGLE-3 falls behind on plain text."""
+    from views.ambiguity import drafts_sentence, first_draft_hits
+    tp = lambda i: [dict(token_id=i, text=f"t{i}", prob=0.5)]
+    br = lambda target, s, u, e3: dict(target_next=tp(target), shifted_next=tp(s), unshifted_next=tp(u),
+                                      eagle3_next=tp(e3))
+    rec = dict(branches=[br(1, 1, 1, 9), br(2, 2, 1, 9), br(3, 3, 1, 3)], context="plain text")
+    assert first_draft_hits(rec) == {"shifted": 3, "unshifted": 1, "eagle3": 1}
+    s = drafts_sentence(rec)
+    assert "shifted head's on <b>3 of 3</b>" in s and "unshifted head's on 1" in s and "EAGLE-3 head's on 1" in s
+    assert "tick “as the start of the assistant's reply”" in s
+    assert "tick" not in drafts_sentence(dict(rec, context="the chat template"))
+    level = dict(rec, branches=[br(1, 1, 1, 1), br(2, 2, 1, 2), br(3, 3, 1, 3)])
+    assert "tick" not in drafts_sentence(level) and "EAGLE-3 head's on 3" in drafts_sentence(level)
+    no_e3 = dict(rec, branches=[dict(b, eagle3_next=[]) for b in rec["branches"]])
+    assert "EAGLE-3" not in drafts_sentence(no_e3) and "unshifted head's on 1." in drafts_sentence(no_e3)
 
 
 def test_show_token():

@@ -138,13 +138,44 @@ def ambiguity_html(rec) -> str:
         verdict += (f"<p>In the full feature space, <b>{hits} of {len(brs)}</b> shifted predictions lie nearest to "
                     f"their own branch's real feature (a 2-D projection can hide this); the unshifted guess, one for "
                     f"all, lies nearest to “{nearest(rec.get('unshifted_nearest', -1))}”.</p>")
-    note = verdict + note
+    note = verdict + drafts_sentence(rec) + note
     ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
     return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(head_name(rec['shifted_head']))}"
             f"</code>, unshifted <code>{esc(head_name(rec['unshifted_head']))}</code>.</p>"
             "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
             "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th>"
             "<th>shifted prediction nearest to</th></tr>" + rows + "</table>")
+
+
+def first_draft_hits(rec) -> dict:
+    """{head: branches on which its most likely next token is the target's} for the heads the record carries."""
+    brs = (as_dict(rec) or {}).get("branches") or []
+    keys = (("shifted", "shifted_next"), ("unshifted", "unshifted_next"), ("eagle3", "eagle3_next"))
+    out = {}
+    for name, key in keys:
+        if brs and all(b.get(key) and b.get("target_next") for b in brs):
+            out[name] = sum(b[key][0]["token_id"] == b["target_next"][0]["token_id"] for b in brs)
+    return out
+
+
+def drafts_sentence(rec) -> str:
+    """One computed sentence: how often each head's first draft is the target's next token, and (where the EAGLE-3
+    head falls behind on plain text) where the heads were trained."""
+    rec = as_dict(rec) or {}
+    hits, n = first_draft_hits(rec), len(rec.get("branches") or [])
+    if "shifted" not in hits or "unshifted" not in hits:
+        return ""
+    parts = [f"the shifted head's on <b>{hits['shifted']} of {n}</b> branches",
+             f"the unshifted head's on {hits['unshifted']}"]
+    if "eagle3" in hits:
+        parts.append(f"the EAGLE-3 head's on {hits['eagle3']}")
+    text = "<p><b>What they would draft:</b> the most likely next token is the target's own for " + \
+        ", ".join(parts[:-1]) + " and " + parts[-1] + "."
+    if "eagle3" in hits and hits["eagle3"] < hits["shifted"] and rec.get("context", "plain text") == "plain text":
+        text += (" Both EAGLE heads learned from chat conversations only (replies after the chat template); on "
+                 "plain text the EAGLE-3 head strays further from the target: tick “as the start of the "
+                 "assistant's reply” to compare them where they were trained.")
+    return text + "</p>"
 
 
 def ambiguity_moves(rec) -> dict:
