@@ -286,3 +286,14 @@ def test_how_can_i_shows_the_eagle3_drafts_the_engine_would_make(small):
                 col = (head.target_ids == t.token_id).nonzero()
                 assert (float(q[col[0, 0]]) if len(col) else 0.0) == pytest.approx(t.prob, abs=1e-5)
                 assert t.token_id in allowed or t.prob == 0.0
+
+
+def test_an_eagle3_head_made_under_inference_mode_drafts(small):
+    """A head built inside torch.inference_mode has no version counter: its LM-head copy is still made (once)."""
+    target, _ = small
+    with torch.inference_mode():
+        head = random_eagle3_head(target, torch.arange(V), seed=8)
+    ids = [1, 2, 3]
+    ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=8), ids)
+    got = generate(target, head, DecodeConfig(draft="chain", depth=3, max_new_tokens=8, draft_dtype="mixed"), ids)
+    assert got.token_ids == ref.token_ids and len(head._lm_copies) == 1

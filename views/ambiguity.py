@@ -172,9 +172,9 @@ def drafts_sentence(rec) -> str:
     text = "<p><b>What they would draft:</b> the most likely next token is the target's own for " + \
         ", ".join(parts[:-1]) + " and " + parts[-1] + "."
     if "eagle3" in hits and hits["eagle3"] < hits["shifted"] and rec.get("context", "plain text") == "plain text":
-        text += (" Both EAGLE heads learned from chat conversations only (replies after the chat template); on "
-                 "plain text the EAGLE-3 head strays further from the target: tick “as the start of the "
-                 "assistant's reply” to compare them where they were trained.")
+        text += (" The shifted head and the EAGLE-3 head both learned from chat conversations only (replies after "
+                 "the chat template); on plain text the EAGLE-3 head strays further from the target: tick “as the "
+                 "start of the assistant's reply” to compare them where they were trained.")
     return text + "</p>"
 
 

@@ -93,11 +93,15 @@ def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
     """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (it shares the head's weight when the dtype
     needs no copy). Cached on the head per dtype and weight version: a head trained on in place gets a new one."""
     w = head.lm_head.weight
-    key = (dtype, w._version)
+    try:
+        version = w._version
+    except RuntimeError:   # a head made under inference_mode has no version counter (and is not trained on)
+        version = 0
+    key = (dtype, version)
     with _BUILD_LOCK:
         cache = head.__dict__.setdefault("_lm_copies", {})
         if key not in cache:
-            for stale in [k for k in cache if k[1] != w._version]:
+            for stale in [k for k in cache if k[1] != version]:
                 del cache[stale]
             cache[key] = frozen_linear(w.detach().to(dtype).contiguous(), None)
         return cache[key]

@@ -437,7 +437,8 @@ def describe(plan: dict | None) -> str:
     if plan["mode"] not in ("auto", "fp32"):
         what = {"bf16": "bf16 (oneDNN)"}.get(plan["mode"], plan["mode"])
         if refused:
-            return f"oneDNN-packed fp32 linear kernels everywhere (bf16 was forced but not taken: {plan['bf16_refused']})"
+            return ("oneDNN-packed fp32 linear kernels everywhere (bf16 was forced but not taken: "
+                    f"{plan['bf16_refused']})")
         return f"{what} linear kernels everywhere (forced)"
     if plan.get("precision") == "bf16":
         return "bf16 linear layers (oneDNN, fp32 between them) at every row count (timed)"
