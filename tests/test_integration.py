@@ -32,10 +32,9 @@ def smollm_bf16():
     skip_without_bf16()
     torch.set_num_threads(2)
     target = load_target(kernels="bf16")
-    torch.set_num_threads(1)
     if target.kernel_plan.get("bf16_refused"):   # a Zen 4's AVX512-BF16: not exact here, so not built (cpu_kernels)
+        torch.set_num_threads(1)
         pytest.skip(f"the plan refused bf16: {target.kernel_plan['bf16_refused']}")
-    torch.set_num_threads(2)
     yield target
     torch.set_num_threads(1)
 
