@@ -299,7 +299,7 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default=None, help="embedded (default) | a folder | a hub id")
     ap.add_argument("--out", required=True, help="folder to write target/ and eagle/ (eagle3/) into")
     args = ap.parse_args(argv)
-    from .bench.run import quiet_libraries
+    from .quiet import quiet_libraries
     quiet_libraries()                   # the GGUF loader's bar per tensor
     from .model.head import HeadLoadError, resolve_head
     from .model.target import TargetLoadError, load_target

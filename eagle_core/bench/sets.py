@@ -25,7 +25,9 @@ from .prompt_sets import set_path
 from .prompts import load_prompts
 from .pass_cost import format_pass_costs
 from .report import cycle_cost, format_table
-from .run import check_quiet, device_string, fail, quiet_libraries, run_bench
+from ..quiet import quiet_libraries
+from .preflight import check_quiet, fail
+from .run import device_string, run_bench
 
 SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca")
 DEFAULT_METHODS = "hf-greedy,vanilla,eagle-static,eagle-dynamic,hf-prompt-lookup"

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from ..paths import REPO
-from .run import quiet_libraries
+from ..quiet import quiet_libraries
 
 VLLM_RUN = os.path.join(REPO, "scripts", "vllm_run.py")
 

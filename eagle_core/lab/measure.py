@@ -287,7 +287,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from ..bench.errors import BenchError
     from ..bench.prompts import load_prompts
-    from ..bench.run import quiet_libraries
+    from ..quiet import quiet_libraries
     quiet_libraries()
     try:
         if args.limit < 1 or args.max_new_tokens < 1:

@@ -134,7 +134,8 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from ..bench.errors import BenchError
     from ..bench.prompts import load_prompts
-    from ..bench.run import device_string, quiet_libraries
+    from ..bench.run import device_string
+    from ..quiet import quiet_libraries
     quiet_libraries()
     try:
         batches = sorted({int(x) for x in args.batches.split(",") if x.strip()})
