@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from eagle_core.training import data as D
+from eagle_core.training import prepare
 from eagle_core.training import train as T
 from eagle_core.training.evaluate import evaluate, rollout
 from eagle_core.training.objective import Frozen, ce_vocabulary, head_loss
@@ -261,11 +262,11 @@ def test_selfgen_sequences_refuse_heldout_prompts(tmp_path):
     seq = D.Sequence("gen:" + held, torch.arange(5), torch.zeros(5, 4, dtype=torch.float16), torch.ones(5, dtype=torch.bool))
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
     with pytest.raises(SystemExit, match="not self-generated training prompts"):
-        T.selfgen_store(str(tmp_path), D.heldout_ids())
+        prepare.selfgen_store(str(tmp_path), D.heldout_ids())
     seq.conv_id = "gen:zzz_0"
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
-    assert [s.conv_id for s in T.selfgen_store(str(tmp_path), D.heldout_ids()).seqs] == ["gen:zzz_0"]
+    assert [s.conv_id for s in prepare.selfgen_store(str(tmp_path), D.heldout_ids()).seqs] == ["gen:zzz_0"]
     seq.conv_id = "zzz_0"            # a ShareGPT feature shard is not self-distilled data
     D._save_shard(str(tmp_path / "shard-gen0000.pt"), [seq])
     with pytest.raises(SystemExit):
-        T.selfgen_store(str(tmp_path), D.heldout_ids())
+        prepare.selfgen_store(str(tmp_path), D.heldout_ids())
