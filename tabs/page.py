@@ -12,7 +12,7 @@ import gradio as gr
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import MODEL_LOCK
-from views.page import CLICK_JS, CSS, PRESENTER_JS
+from views.page import CSS, PAGE_JS, PRESENTER_JS
 
 from .ambiguity import AmbiguityTab
 from .lab import LabTab
@@ -144,5 +144,5 @@ def sweeper():
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False):
     demo.queue(default_concurrency_limit=8, max_size=512)
     threading.Thread(target=sweeper, daemon=True, name="session-sweeper").start()
-    demo.launch(server_name=host, server_port=port, share=share, css=CSS, js=CLICK_JS, show_error=False,
+    demo.launch(server_name=host, server_port=port, share=share, css=CSS, js=PAGE_JS, show_error=False,
                 theme=gr.themes.Soft(primary_hue="green", text_size="lg"), max_threads=4 * SESSIONS.max_sessions)

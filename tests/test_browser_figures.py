@@ -87,7 +87,7 @@ SIGNATURE_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter
 })"""
 
 
-# a figure fitted before it was drawn (views/page.py's react wrapper: a Run's streamed trees) against the same
+# a figure fitted before it was drawn (views/js/fit.js's Plotly.react wrapper: a Run's streamed trees) against the same
 # figure as sent, drawn beside it and fitted after drawing: the same fonts, wrapped texts, margins and size
 PREFIT_JS = """async () => {
   const out = {checked: 0, bad: []};

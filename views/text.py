@@ -1,7 +1,7 @@
 """The generated text: one mark per meaning. The kind of a token (drafted and accepted / the target's bonus /
 the target's correction) is its underline style and glyph, the cycle that committed it is a band that alternates
 white / grey from cycle to cycle; colour is never the only cue. Every token carries data attributes (cycle, tree
-node, kind) so that the page links it to the draft tree (views/page.py CLICK_JS)."""
+node, kind) so that the page links it to the draft tree (views/js/lens.js)."""
 from __future__ import annotations
 
 from eagle_core.model.token_bytes import join_pieces

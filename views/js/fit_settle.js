@@ -1,0 +1,81 @@
+// Figure fitting, measured: the drawn text boxes, and the margins grown until nothing is clipped or covered.
+/* exported settle */
+/* global axisKeys, axKey, clearBg, memos, memoKey, shorten */
+const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
+  const fr = el.getBoundingClientRect(), out = [];
+  const rel = (e, kind, idx) => { const r = e.getBoundingClientRect();
+    if (r.width > 0.5 && r.height > 0.5 && (e.textContent || '').trim())
+      out.push({kind, idx, l: r.left - fr.left, r: r.right - fr.left, t: r.top - fr.top, b: r.bottom - fr.top}); };
+  const anns = el._fullLayout.annotations || [];
+  el.querySelectorAll('.g-gtitle text.gtitle').forEach((e) => rel(e, 'title'));
+  el.querySelectorAll('.infolayer g.annotation').forEach((g) => { const a = anns[+g.getAttribute('data-index')] || {};
+    const t = g.querySelector('.annotation-text');
+    if (t) rel(t, (a.name || '').startsWith('node-') || !clearBg(a.bgcolor) ? 'node' : 'annotation', +g.getAttribute('data-index')); });
+  el.querySelectorAll('.infolayer text').forEach((e) => { if (/^[xy]\d*title$/.test(e.getAttribute('class') || '')) rel(e, 'axis'); });
+  el.querySelectorAll('.legend .legendtext').forEach((e) => rel(e, 'legend'));
+  el.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text').forEach((e) => rel(e, 'tick'));
+  return {w: fr.width, h: fr.height, items: out};
+};
+const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 2;
+// measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes;
+// what it grew is kept for the next figure of the same kind (plan's memo)
+const settle = async (el, o, H0, sig) => {
+  const P = window.Plotly;
+  for (let pass = 0; pass < 6; pass++) {
+    const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
+    const plotHn = fz.height - mm.t - mm.b;
+    let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
+    const titles = bx.items.filter((b) => b.kind === 'title');
+    let down = 0;   // the title's own top (Plotly anchors a multi-line title's first line, not its box)
+    titles.forEach((t) => { down = Math.max(down, 6 - t.t); });
+    bx.items.forEach((b) => {
+      if (b.kind !== 'node' && b.kind !== 'title') dt = Math.max(dt, 2 - b.t);
+      db = Math.max(db, b.b - bx.h + 2);
+      if (b.kind === 'tick' || b.kind === 'axis') { dl = Math.max(dl, 2 - b.l); dr = Math.max(dr, b.r - bx.w + 2); }
+      titles.forEach((t) => { if (b !== t && hit(t, b) && b.t > t.t - 2) dt = Math.max(dt, t.b - b.t + 4); });
+    });
+    const leg = bx.items.filter((b) => b.kind === 'legend');
+    if (leg.length && fz.legend && fz.legend.y < 0.5) {
+      // anything the legend covers moves it below that thing: an axis title that starts lower than the legend's top
+      // (a two-line title under two-line tick labels) counts too
+      const top = Math.min(...leg.map((b) => b.t)), bottom = Math.max(...leg.map((b) => b.b));
+      bx.items.forEach((b) => { if (b.kind !== 'legend' && b.kind !== 'node' && leg.some((g) => hit(g, b)) && b.t < bottom - 2)
+        legendDown = Math.max(legendDown, b.b - top + 6); });
+    }
+    // a subplot title that runs into the row above it: the plot grows until the gap between the rows holds both
+    let grow = 0;
+    bx.items.forEach((b) => {
+      const a = b.kind === 'annotation' && o.ann[b.idx];
+      if (!a || !a.sub) return;
+      const d = Math.max(0, ...bx.items.filter((x) => x !== b && x.kind !== 'node' && x.kind !== 'title' &&
+                                              x.t + x.b < b.t + b.b && hit(x, b)).map((x) => x.b - b.t + 4));
+      if (!d) return;
+      const top = fz[axKey(a.sub.match(/y\d*$/)[0])].domain[1];
+      const gaps = axisKeys(fz).filter((k) => k[0] === 'y' && fz[k].domain[0] >= top - 1e-6).map((k) => fz[k].domain[0] - top);
+      const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
+      if (gaps.length) grow = Math.max(grow, d / gap);
+    });
+    // node labels (the tree's boxes) that run into each other on a narrow plot: their token texts cut shorter
+    const nodes = bx.items.filter((b) => b.kind === 'node');
+    let cut = 0;
+    if (nodes.some((a, i) => nodes.slice(i + 1).some((b) => hit(a, b))) && (o.nodeLimit || 14) > 5) {
+      o.nodeLimit = (o.nodeLimit || 14) - 2;
+      cut = o.nodeLimit;
+    }
+    if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut) break;
+    const u = {};
+    if (down > 0) dt = Math.max(dt, down);   // room for it below, too
+    if (dt > 0) { u['margin.t'] = mm.t + dt; }
+    if (legendDown > 0) { u['legend.y'] = fz.legend.y - legendDown / plotHn; db = Math.max(db, 0) + legendDown; }
+    if (db > 0) u['margin.b'] = mm.b + db;
+    if (dl > 0) u['margin.l'] = mm.l + dl;
+    if (dr > 0) u['margin.r'] = mm.r + dr;
+    u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
+    u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
+    if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
+    await P.relayout(el, u);
+  }
+  const fz = el._fullLayout;
+  memos[memoKey(el)] = {sig, margin: {t: fz.margin.t, b: fz.margin.b, l: fz.margin.l, r: fz.margin.r}, grow: fz.height - H0,
+                 top: (1 - fz.title.y) * fz.height, legendY: o.legend && fz.legend ? fz.legend.y : null};
+};
