@@ -130,11 +130,8 @@ def prefix_ids(target, prefix: str, chat: bool) -> tuple[list[int], int]:
     return target.render_prompt(prefix, chat_template=False), 0
 
 
-@torch.inference_mode()
-def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
-                      k: int = 6, chat: bool = False, eagle3_head=None) -> AmbiguityRecord:
-    """Real features and head predictions for the top `n_branches` continuations of `prefix`; with `eagle3_head`,
-    that head's drafts after each branch too."""
+def _checked_ids(target, shifted_head, unshifted_head, prefix, n_branches: int, chat: bool):
+    """(prefix stripped, token ids, where the prefix starts in them), or ValueError for what the page must refuse."""
     prefix = (prefix or "").strip() if prefix is not None else ""
     if not prefix:
         raise ValueError("type a prefix, e.g. “How can I”")
@@ -142,78 +139,111 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
         raise ValueError("branches must be 1..8")
     if getattr(shifted_head, "shift", "shifted") != "shifted" or getattr(unshifted_head, "shift", "") != "unshifted":
         raise ValueError("need one shifted and one unshifted head")
-    tok = target.tokenizer
     ids, start = prefix_ids(target, prefix, chat)
     if len(ids) < 2:
-        bos = getattr(tok, "bos_token_id", None)
+        bos = getattr(target.tokenizer, "bos_token_id", None)
         if bos is None or (ids and ids[0] == bos):
             raise ValueError("the prefix needs at least two tokens (e.g. “How can I”)")
         ids = [bos] + ids
     if len(ids) - start > MAX_PREFIX_TOKENS:
         raise ValueError(f"the prefix is {len(ids)} tokens; keep it under {MAX_PREFIX_TOKENS}")
+    return prefix, ids, start
+
+
+@dataclass
+class _Features:
+    """The target's and the heads' side of the figure, as tensors: the top branches after the prefix, the real
+    feature and next-token distribution at each, and what each head predicts there."""
+    branch_ids: list[int]
+    branch_p: list[float]
+    real: torch.Tensor                    # [B, H] real feature at each branch token
+    real_next: torch.Tensor               # [B, V] the target's next-token distribution there
+    sh: torch.Tensor                      # [B, H] the shifted head's prediction from (f_I, e(t))
+    un: torch.Tensor                      # [1, H] the unshifted head's single prediction from (f_I, e(I))
+    sh_next: torch.Tensor                 # [B, V] the LM head over sh
+    un_next: torch.Tensor                 # [V] the LM head over un
+    f_last: torch.Tensor                  # [H] f_I
+    e3_next: torch.Tensor | None          # [B, V] the EAGLE-3 head's drafts after each branch, or None
+
+
+def _features(target, shifted_head, unshifted_head, eagle3_head, ids: list[int], n_branches: int) -> _Features:
+    """One target pass over the prefix, one over "prefix t" for the top n_branches tokens t, and the heads."""
     dev = target.device
-    x = torch.tensor([ids], device=dev)
-    logits, feats = target.forward(x)                          # f_0..f_{n-1}
-    p_next = torch.softmax(logits[0, -1].float(), -1)
-    top = torch.topk(p_next, n_branches)
+    logits, feats = target.forward(torch.tensor([ids], device=dev))   # f_0..f_{n-1}
+    top = torch.topk(torch.softmax(logits[0, -1].float(), -1), n_branches)
     branch_ids = [int(t) for t in top.indices.tolist()]
-    branch_p = [float(p) for p in top.values.tolist()]
-    # real features at each branch token: the target over "prefix t"
-    bx = torch.tensor([ids + [t] for t in branch_ids], device=dev)
-    b_logits, b_feats = target.forward(bx)
-    real = b_feats[:, -1].float()                               # [B, H]
-    real_next = torch.softmax(b_logits[:, -1].float(), -1)
+    b_logits, b_feats = target.forward(torch.tensor([ids + [t] for t in branch_ids], device=dev))
     sh = _run_head(shifted_head, target, feats, ids, branch_ids).float()      # [B, H]
     un = _run_head(unshifted_head, target, feats, ids, None).float()          # [1, H]
     lm = target.lm_head
-    sh_next = torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1)
-    un_next = torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0]
-    f_last = feats[0, -1].float()
-    e3_next = _eagle3_next(eagle3_head, target, ids, branch_ids) if eagle3_head is not None else None
-    # 2-D PCA: axes fitted on the real branch features (the plane in which the branches differ), every feature
-    # projected onto it; with fewer than 3 branches the plane is fitted on all the features shown
-    allf = torch.cat([real, sh, un, f_last[None]], 0)
-    B = len(branch_ids)
-    fit = real if B >= 3 else allf
+    return _Features(
+        branch_ids=branch_ids, branch_p=[float(p) for p in top.values.tolist()], real=b_feats[:, -1].float(),
+        real_next=torch.softmax(b_logits[:, -1].float(), -1), sh=sh, un=un,
+        sh_next=torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1),
+        un_next=torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0], f_last=feats[0, -1].float(),
+        e3_next=_eagle3_next(eagle3_head, target, ids, branch_ids) if eagle3_head is not None else None)
+
+
+def _pca_plane(fs: _Features) -> tuple[list[list[float]], list[float]]:
+    """2-D PCA: (rows real branches, shifted predictions, the unshifted one, f_I projected; the two axes'
+    explained variance). The axes are fitted on the real branch features (the plane in which the branches
+    differ); with fewer than 3 branches on all the features shown."""
+    allf = torch.cat([fs.real, fs.sh, fs.un, fs.f_last[None]], 0)
+    fit = fs.real if len(fs.branch_ids) >= 3 else allf
     mu = fit.mean(0, keepdim=True)
     _, s, v = torch.linalg.svd(fit - mu, full_matrices=False)
     proj = ((allf - mu) @ v[:2].T).tolist()
     var = (s ** 2) / (s ** 2).sum().clamp_min(1e-12)
     var = torch.cat([var, var.new_zeros(2)])[:2]
+    return proj, [float(var[0]), float(var[1])]
+
+
+def _branch(fs: _Features, b: int, proj, cross: torch.Tensor, un_dist: torch.Tensor, k: int, text) -> Branch:
+    """Branch b's record: its points, distances, the distributions and their union (sorted by the target's)."""
+    B, e3 = len(fs.branch_ids), fs.e3_next
+    lists = [_topk(fs.real_next[b], k, text), _topk(fs.sh_next[b], 3, text), _topk(fs.un_next, 3, text)]
+    if e3 is not None:
+        lists.append(_topk(e3[b], 3, text))
+    union = []
+    for lst in lists:
+        for t in lst:
+            if t.token_id not in union:
+                union.append(t.token_id)
+    union = sorted(union, key=lambda t: -float(fs.real_next[b, t]))
+    return Branch(
+        token_id=fs.branch_ids[b], text=text(fs.branch_ids[b]), p=fs.branch_p[b], real_xy=proj[b],
+        shifted_xy=proj[B + b], dist_shifted=float(cross[b, b]), dist_unshifted=float(un_dist[b]),
+        cos_shifted=float(torch.cosine_similarity(fs.sh[b], fs.real[b], 0)),
+        cos_unshifted=float(torch.cosine_similarity(fs.un[0], fs.real[b], 0)),
+        target_next=_topk(fs.real_next[b], k, text), shifted_next=_topk(fs.sh_next[b], k, text),
+        unshifted_next=_topk(fs.un_next, k, text),
+        vocab=[TokenP(t, text(t), float(fs.real_next[b, t])) for t in union],
+        vocab_shifted=[float(fs.sh_next[b, t]) for t in union],
+        vocab_unshifted=[float(fs.un_next[t]) for t in union],
+        dist_to_branches=[float(d) for d in cross[b]], nearest_branch=int(cross[b].argmin()),
+        eagle3_next=_topk(e3[b], k, text) if e3 is not None else [],
+        vocab_eagle3=[float(e3[b, t]) for t in union] if e3 is not None else [])
+
+
+@torch.inference_mode()
+def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
+                      k: int = 6, chat: bool = False, eagle3_head=None) -> AmbiguityRecord:
+    """Real features and head predictions for the top `n_branches` continuations of `prefix`; with `eagle3_head`,
+    that head's drafts after each branch too."""
+    prefix, ids, start = _checked_ids(target, shifted_head, unshifted_head, prefix, n_branches, chat)
+    fs = _features(target, shifted_head, unshifted_head, eagle3_head, ids, n_branches)
+    proj, var = _pca_plane(fs)
     text = target.token_text
-    cross = torch.cdist(sh, real)                               # [B, B]: shifted prediction b -> real feature c
-    un_dist = torch.cdist(un, real)[0]                          # [B]: the unshifted guess -> real feature c
-    branches = []
-    for b in range(B):
-        ds, du = float(cross[b, b]), float(un_dist[b])
-        cs = float(torch.cosine_similarity(sh[b], real[b], 0))
-        cu = float(torch.cosine_similarity(un[0], real[b], 0))
-        union = []
-        lists = [_topk(real_next[b], k, text), _topk(sh_next[b], 3, text), _topk(un_next, 3, text)]
-        if e3_next is not None:
-            lists.append(_topk(e3_next[b], 3, text))
-        for lst in lists:
-            for t in lst:
-                if t.token_id not in union:
-                    union.append(t.token_id)
-        union = sorted(union, key=lambda t: -float(real_next[b, t]))
-        branches.append(Branch(
-            token_id=branch_ids[b], text=text(branch_ids[b]), p=branch_p[b], real_xy=proj[b],
-            shifted_xy=proj[B + b], dist_shifted=ds, dist_unshifted=du, cos_shifted=cs, cos_unshifted=cu,
-            target_next=_topk(real_next[b], k, text), shifted_next=_topk(sh_next[b], k, text),
-            unshifted_next=_topk(un_next, k, text),
-            vocab=[TokenP(t, text(t), float(real_next[b, t])) for t in union],
-            vocab_shifted=[float(sh_next[b, t]) for t in union],
-            vocab_unshifted=[float(un_next[t]) for t in union],
-            dist_to_branches=[float(d) for d in cross[b]], nearest_branch=int(cross[b].argmin()),
-            eagle3_next=_topk(e3_next[b], k, text) if e3_next is not None else [],
-            vocab_eagle3=[float(e3_next[b, t]) for t in union] if e3_next is not None else []))
+    cross = torch.cdist(fs.sh, fs.real)                         # [B, B]: shifted prediction b -> real feature c
+    un_dist = torch.cdist(fs.un, fs.real)[0]                    # [B]: the unshifted guess -> real feature c
+    B = len(fs.branch_ids)
+    branches = [_branch(fs, b, proj, cross, un_dist, k, text) for b in range(B)]
     return AmbiguityRecord(
         prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]),
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         eagle3_head=str(getattr(eagle3_head, "path", "eagle3")) if eagle3_head is not None else "",
-        unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=[float(var[0]), float(var[1])],
+        unshifted_xy=proj[2 * B], last_xy=proj[2 * B + 1], explained_variance=var,
         pca_fit="real branch features" if B >= 3 else "all features shown",
         unshifted_nearest=int(un_dist.argmin()),
         context="start of the assistant's reply (chat template)" if start else "plain text",
