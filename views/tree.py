@@ -1,14 +1,16 @@
 """The draft tree of one cycle: root = last committed token, nodes coloured by verification outcome."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import networkx as nx
 import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, KIND_GLYPHS, STATUS_COLOURS, STATUS_GLYPHS, STATUS_NAMES,
                      as_dict, base_layout, esc, pct, show_token)
+from .rules import rule_sentence, source_sentence
 
 MARKERS = {"root": "diamond", "accepted": "circle", "rejected": "x", "not_reached": "circle-open"}
-from .rules import rule_sentence, source_sentence
 
 
 def tree_graph(rec: dict) -> nx.DiGraph:
@@ -75,22 +77,48 @@ def _skip_note(rec) -> str:
             f"than the tree asks for (a token with q = 0 is never drafted)</sup>")
 
 
-def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
-    """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
-    rec = as_dict(rec)
+@dataclass
+class _Tree:
+    """What the parts of a cycle's tree figure share: the record, its nodes and their places, the accepted path, and
+    where the target's own token (bonus / correction) goes."""
+    rec: dict
+    g: nx.DiGraph
+    pos: dict[int, tuple[float, float]]
+    nodes: dict[int, dict]
+    path: set[int]
+    last: int                  # the accepted path's last node (the root when nothing was accepted)
+    sampling: bool
+    leaves: int
+    bx: float                  # the bonus / correction token's place: right of `last`, on its own row below
+    by: float
+    kind: str                  # "bonus", "correction" or "first token"
+    colour: str
+
+    @property
+    def rows(self) -> int:
+        return self.leaves + (1 if len(self.nodes) > 1 else 0)
+
+
+def _place(rec: dict) -> _Tree:
+    """The tree's layout: nodes by depth (x) and leaf order (y), the target's token on a row of its own."""
     g = tree_graph(rec)
     pos = tree_layout(g)
     nodes = {n["index"]: n for n in rec["nodes"]}
-    path = set(rec["accepted_path"])
     last = rec["accepted_path"][-1] if rec["accepted_path"] else 0
     sampling = rec.get("temperature", 0) > 0 or any(n.get("accept_prob") is not None for n in rec["nodes"])
-    fig = go.Figure()
+    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
+    kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
+    return _Tree(rec, g, pos, nodes, set(rec["accepted_path"]), last, sampling, leaves, bx=pos[last][0] + 1,
+                 by=-leaves if len(nodes) > 1 else pos[last][1], kind=kind,
+                 colour=CORRECTION if kind == "correction" else BONUS)
 
-    # edges: all, then the accepted path bold
+
+def _add_edges(fig: go.Figure, t: _Tree):
+    """The draft edges dotted, the accepted path bold, and the dotted edge to the target's own token."""
     ex, ey, ax, ay = [], [], [], []
-    for u, v in g.edges:
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        on_path = v in path and (u == 0 or u in path)
+    for u, v in t.g.edges:
+        (x0, y0), (x1, y1) = t.pos[u], t.pos[v]
+        on_path = v in t.path and (u == 0 or u in t.path)
         xs, ys = (ax, ay) if on_path else (ex, ey)
         xs += [x0, x1, None]
         ys += [y0, y1, None]
@@ -98,17 +126,21 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
                              hoverinfo="skip", name="draft edges", showlegend=False))
     fig.add_trace(go.Scatter(x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
                              hoverinfo="skip", name="accepted path"))
-
-    # bonus / correction token: the target's own token after the accepted path, on its own row below
-    leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
-    bx, by = pos[last][0] + 1, (-leaves if len(nodes) > 1 else pos[last][1])
-    kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
-    bcol = CORRECTION if kind == "correction" else BONUS
-    fig.add_trace(go.Scatter(x=[pos[last][0], bx], y=[pos[last][1], by], mode="lines",
-                             line=dict(color=bcol, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
+    fig.add_trace(go.Scatter(x=[t.pos[t.last][0], t.bx], y=[t.pos[t.last][1], t.by], mode="lines",
+                             line=dict(color=t.colour, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
                              name="bonus edge"))
 
-    # nodes: one marker trace per status (legend + hover), labels as boxes on top
+
+def _bonus_hover(t: _Tree) -> str:
+    rec = t.rec
+    return (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{t.kind}: the target's own token"
+            f"<br>{source_sentence(rec)}")
+
+
+def _add_markers(fig: go.Figure, t: _Tree):
+    """One marker trace per status (the legend, hover and click targets), then the target's token as a star /
+    diamond."""
+    nodes, pos = t.nodes, t.pos
     for status in ("root", "accepted", "rejected", "not_reached"):
         ids = [i for i, n in nodes.items() if n["status"] == status]
         fig.add_trace(go.Scatter(
@@ -116,49 +148,66 @@ def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.
             marker=dict(symbol=MARKERS[status], size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
-            hovertext=[_hover(nodes[i], sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
+            hovertext=[_hover(nodes[i], t.sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
             customdata=ids, visible=True if ids else "legendonly"))
-    btxt = (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{kind}: the target's own token"
-            f"<br>{source_sentence(rec)}")
-    fig.add_trace(go.Scatter(x=[bx], y=[by], mode="markers",
-                             marker=dict(symbol="star" if kind != "correction" else "diamond", size=30, color=bcol,
+    correction = t.kind == "correction"
+    fig.add_trace(go.Scatter(x=[t.bx], y=[t.by], mode="markers",
+                             marker=dict(symbol="diamond" if correction else "star", size=30, color=t.colour,
                                          line=dict(width=1, color="white")),
-                             hovertext=[btxt], hoverinfo="text",
-                             name="◆ correction (target's token)" if kind == "correction" else "★ bonus (target's token)"))
+                             hovertext=[_bonus_hover(t)], hoverinfo="text",
+                             name="◆ correction (target's token)" if correction else "★ bonus (target's token)"))
 
-    label_size = 17 if leaves <= 16 else 14
+
+def _add_labels(fig: go.Figure, t: _Tree):
+    """Each node's token as a box over its marker (the click targets, node-<i>), and the target's token's box."""
+    label_size = 17 if t.leaves <= 16 else 14
     labels = []   # plain dicts, assigned at once (add_annotation validates one by one: slow for big trees)
-    for i, n in nodes.items():
-        x, y = pos[i]
+    for i, n in t.nodes.items():
+        x, y = t.pos[i]
         col = STATUS_COLOURS[n["status"]]
         alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
         glyph = STATUS_GLYPHS.get(n["status"], "")
         labels.append(dict(x=x, y=y, text=(glyph + " " if glyph else "") + esc(show_token(n["text"])), showarrow=False,
                            font=dict(size=label_size, color="white" if n["status"] == "root" else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
-                           borderwidth=3 if i in path or i == 0 else 1, borderpad=4,
-                           hovertext=_hover(n, sampling), name=f"node-{i}", captureevents=i > 0))
+                           borderwidth=3 if i in t.path or i == 0 else 1, borderpad=4,
+                           hovertext=_hover(n, t.sampling), name=f"node-{i}", captureevents=i > 0))
     fig.update_layout(annotations=labels)
-    fig.add_annotation(x=bx, y=by, text=f"{KIND_GLYPHS.get(kind, '★')} <b>{esc(show_token(rec['bonus_text']))}</b> ({kind})",
-                       showarrow=False, font=dict(size=17, color="#111"), bgcolor=bcol, bordercolor="#333", borderwidth=2,
-                       borderpad=4, hovertext=btxt, xshift=0)
+    fig.add_annotation(x=t.bx, y=t.by,
+                       text=f"{KIND_GLYPHS.get(t.kind, '★')} <b>{esc(show_token(t.rec['bonus_text']))}</b> ({t.kind})",
+                       showarrow=False, font=dict(size=17, color="#111"), bgcolor=t.colour, bordercolor="#333",
+                       borderwidth=2, borderpad=4, hovertext=_bonus_hover(t), xshift=0)
 
-    rows = leaves + (1 if len(nodes) > 1 else 0)
-    maxd = max([p[0] for p in pos.values()] + [bx])
+
+def _set_axes(fig: go.Figure, t: _Tree):
+    """Depth columns named on top (root, depth 1, ...); no y axis."""
+    maxd = max([p[0] for p in t.pos.values()] + [t.bx])
     # the bonus/correction box sits right of the deepest column: room for its label, so it is never clipped
-    fig.update_xaxes(range=[-0.6, maxd + (1.3 if bx >= maxd else 0.6)], tickmode="array",
+    fig.update_xaxes(range=[-0.6, maxd + (1.3 if t.bx >= maxd else 0.6)], tickmode="array",
                      tickvals=list(range(int(maxd) + 1)),
                      ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
                      zeroline=False, side="top")
-    fig.update_yaxes(visible=False, range=[-(rows - 1) - 0.7, 0.7])
-    n_drafted = len(nodes) - 1
-    t = title or (f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
-                  if rec["cycle"] == 0 else
-                  f"Cycle {rec['cycle']}: {n_drafted} drafted, {rec['accept_length']} accepted<br>"
-                  f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)"
-                  + _cut_note(rec) + _skip_note(rec))
-    row_px = 50 if rows <= 16 else 34                 # big trees: tighter rows, smaller labels
-    base_layout(fig, t, height=height or max(340, min(1700, 150 + row_px * rows)),
+    fig.update_yaxes(visible=False, range=[-(t.rows - 1) - 0.7, 0.7])
+
+
+def _title(t: _Tree) -> str:
+    rec = t.rec
+    if rec["cycle"] == 0:
+        return f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
+    return (f"Cycle {rec['cycle']}: {len(t.nodes) - 1} drafted, {rec['accept_length']} accepted<br>"
+            f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)" + _cut_note(rec) + _skip_note(rec))
+
+
+def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
+    """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
+    t = _place(as_dict(rec))
+    fig = go.Figure()
+    _add_edges(fig, t)
+    _add_markers(fig, t)
+    _add_labels(fig, t)
+    _set_axes(fig, t)
+    row_px = 50 if t.rows <= 16 else 34                 # big trees: tighter rows, smaller labels
+    base_layout(fig, title or _title(t), height=height or max(340, min(1700, 150 + row_px * t.rows)),
                 legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
                 hovermode="closest")
     fig.update_layout(margin=dict(l=20, r=20, t=85, b=50))
