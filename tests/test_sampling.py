@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
+from scipy.stats import binomtest, chisquare
 
 from eagle_core.decoding.sampling import gumbel_topk, verify_children, warp_logits
 from eagle_core.decoding.tree import DraftTree
@@ -107,14 +107,40 @@ def test_accept_tree_two_levels_exact(sampled, restricted):
     assert _chi2(counts.ravel(), expected) > 1e-3
 
 
-def test_rules_are_not_trivially_passing():
-    """Guard: a biased rule (accept every sampled child) fails the same chi-square test."""
+def _one_level_tree(q, k, sampled, g):
+    """The root and k children drafted from q: drawn without replacement (sampled) or q's top-k."""
+    tree = DraftTree.root_only(0)
+    tree.dists[0] = q.log()
+    kids = gumbel_topk(q.log(), k, g).tolist() if sampled else torch.topk(q, k).indices.tolist()
+    for t in kids:
+        tree.add(t, 0, q=float(q[t]), score=math.log(q[t]), sampled=sampled)
+    return tree
+
+
+N_FAST = 20_000
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled-children", "topk-children"])
+def test_rules_are_not_trivially_passing(sampled):
+    """The fast loop's check of the real verifier (accept_tree -> verify_children) where it cannot pass by luck:
+    p and q far apart (total variation 0.34), two children drafted from q, 20k draws. The emitted token must
+    follow p, and the first child must be kept with its exact probability (sum min(p, q) for a draw from q;
+    p(x) for q's top-1 x). Catches a rule that keeps every drafted child (law q, first child always kept), one
+    that draws the correction from p instead of normalise(max(0, p - q)) (or, top-k, leaves the rejected
+    child in p), and an inverted ratio min(1, q/p): each fails at p < 1e-10."""
     g = torch.Generator().manual_seed(2)
     p, q = _dist(g), _dist(g, 1.0)
-    counts = np.zeros(V)
-    for _ in range(20_000):
-        counts[int(torch.multinomial(q, 1, generator=g))] += 1
-    assert _chi2(counts, p.numpy()) < 1e-6
+    assert 0.5 * float((p - q).abs().sum()) > 0.3
+    counts, first_kept = np.zeros(V), 0
+    for _ in range(N_FAST):
+        tree = _one_level_tree(q, 2, sampled, g)
+        # the children's rows only give the bonus after a kept child, which is not counted here
+        acc = accept_tree(tree, p.expand(len(tree), V), 1.0, g)
+        counts[tree.tokens[acc.path[0]] if acc.path else acc.token] += 1
+        first_kept += acc.path == [1]
+    keep_first = float(torch.minimum(p, q).sum()) if sampled else float(p[int(q.argmax())])
+    assert binomtest(first_kept, N_FAST, keep_first).pvalue > 1e-3, (first_kept / N_FAST, keep_first)
+    assert _chi2(counts, p.numpy()) > 1e-3
 
 
 def test_greedy_acceptance_follows_argmax():
