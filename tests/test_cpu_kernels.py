@@ -7,6 +7,7 @@ import torch
 
 from conftest import tiny_llama
 from eagle_core.model import cpu_kernels as K
+from eagle_core.model import planned_linear
 
 
 def _has_native_bf16() -> bool:
@@ -59,20 +60,20 @@ def test_forced_modes_and_results():
         assert got.dtype == torch.float32
         if mode == "bf16":
             assert torch.allclose(got, ref_bf16, atol=1e-6) and not torch.equal(got, ref)
-            assert not hasattr(m.model.layers[0].mlp.up_proj, "_packed_weight")   # fp32 copy freed
+            assert m.model.layers[0].mlp.up_proj.packed_weight is None   # fp32 copy freed
         else:
             assert torch.allclose(got, ref, atol=1e-5)
-            assert not hasattr(m.model.layers[0].mlp.up_proj, "_bf16_weight")
+            assert m.model.layers[0].mlp.up_proj.bf16_weight is None
         assert "forced" in K.describe(plan)
 
 
 def test_dispatch_runs_the_planned_kernel(monkeypatch):
     lin = torch.nn.Linear(16, 8)
     K.plan_kernels(lin, mode="packed")
-    lin._kernel[:3] = [K.PLAIN] * 3            # plain below 3 rows, packed from 3
+    lin.table[:3] = [K.PLAIN] * 3            # plain below 3 rows, packed from 3
     calls = []
-    real = K._packed
-    monkeypatch.setattr(K, "_packed", lambda x, w, b: calls.append(x.shape[0]) or real(x, w, b))
+    real = planned_linear.packed_linear
+    monkeypatch.setattr(planned_linear, "packed_linear", lambda x, w, b: calls.append(x.shape[0]) or real(x, w, b))
     with torch.no_grad():
         for rows in (1, 2, 3, 7, 400):
             y = lin(torch.randn(rows, 16))
@@ -88,7 +89,7 @@ def test_auto_plan_times_whole_passes():
     layer = model.model.layers[0].self_attn.q_proj
 
     def run(rows):
-        k = layer._kernel[rows if rows < len(layer._kernel) else -1]
+        k = layer.kernel_for(rows)
         slow = k == K.BF16 or (k == K.PACKED and rows < 4) or (k == K.PLAIN and rows >= 4)
         time.sleep(0.004 if slow else 0.001)
 
@@ -96,11 +97,11 @@ def test_auto_plan_times_whole_passes():
     assert plan["how"] == "model" and plan["packed_from_rows"] == 4 and plan["precision"] == "fp32"
     timed = 3 if K.bf16_kernels_available() else 2    # plain, packed (and bf16 where the CPU has it)
     assert set(plan["ms"]) == {1, 2, 4, 8} and all(len(v) == timed for v in plan["ms"].values())
-    k = layer._kernel
+    k = layer.table
     assert k[1] == K.PLAIN and k[3] == K.PLAIN and k[4] == K.PACKED and k[9] == K.PACKED
     lm = model.lm_head
-    assert lm._kernel is not layer._kernel and lm._kernel[5] == K.PACKED   # every layer follows the one plan
-    assert not hasattr(layer, "_bf16_weight")                              # the unused bf16 copy is freed
+    assert lm.table is not layer.table and lm.table[5] == K.PACKED   # every layer follows the one plan
+    assert layer.bf16_weight is None                              # the unused bf16 copy is freed
     assert "plain below 4 rows, oneDNN-packed from 4" in K.describe(plan)
 
 
@@ -114,11 +115,11 @@ def test_auto_plan_takes_bf16_where_it_is_faster():
     layer = model.model.layers[0].self_attn.q_proj
 
     def run(rows):
-        k = layer._kernel[rows if rows < len(layer._kernel) else -1]
+        k = layer.kernel_for(rows)
         time.sleep(0.001 if k == K.BF16 else 0.004)
 
     plan = K.plan_kernels(model, mode="auto", run=run, rows_list=(1, 4, 16))
-    assert plan["precision"] == "bf16" and set(layer._kernel) == {K.BF16}
+    assert plan["precision"] == "bf16" and set(layer.table) == {K.BF16}
     assert "bf16 linear layers" in K.describe(plan)
     x = torch.randn(3, model.config.hidden_size)
     with torch.no_grad():
@@ -135,7 +136,7 @@ def test_a_noisy_one_token_timing_is_timed_again():
     calls = {"bf16_one": 0}
 
     def run(rows):
-        k = layer._kernel[rows if rows < len(layer._kernel) else -1]
+        k = layer.kernel_for(rows)
         if k == K.BF16 and rows == 1:
             calls["bf16_one"] += 1
             time.sleep(0.006 if calls["bf16_one"] <= 4 else 0.001)   # the warm-up and the first 3 rounds
@@ -171,7 +172,7 @@ def test_bf16_kernel_is_row_independent_where_the_plan_takes_it():
             assert "row-dependent" in plan["bf16_refused"] and f"{out_f}x{in_f}" in plan["bf16_refused"]
             assert "not taken" in K.describe(plan)
             w = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach().to(torch.bfloat16), 8)
-            assert K.rows_dependence(lambda z: K._packed(z, w, None), in_f, torch.bfloat16) is not None
+            assert K.rows_dependence(lambda z: planned_linear.packed_linear(z, w, None), in_f, torch.bfloat16) is not None
             continue          # the layer stays fp32: the model of two kernels and near-ties (docstring)
         with torch.no_grad():
             full = lin(x)
@@ -197,8 +198,8 @@ def test_rows_dependence_finds_a_row_that_depends_on_its_neighbours():
             out[24:] += 1e-6
         return out
     assert K.rows_dependence(rowwise, 16) is None
-    assert K.rows_dependence(lone_row_apart, 16) == "the first 1 rows"
-    assert K.rows_dependence(tail_apart, 16) == "1 row alone, row 25 of 64"
+    assert K.rows_dependence(lone_row_apart, 16) == "row 1 of a 2-row call differs from the row alone"
+    assert K.rows_dependence(tail_apart, 16) == "row 25 of a 25-row call differs from the row alone"
 
 
 def test_layer_timing_without_a_pass():

@@ -296,4 +296,5 @@ def test_an_eagle3_head_made_under_inference_mode_drafts(small):
     ids = [1, 2, 3]
     ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=8), ids)
     got = generate(target, head, DecodeConfig(draft="chain", depth=3, max_new_tokens=8, draft_dtype="mixed"), ids)
-    assert got.token_ids == ref.token_ids and len(head._lm_copies) == 1
+    from eagle_core.decoding.draft import _LM_COPIES
+    assert got.token_ids == ref.token_ids and len(_LM_COPIES[head]) == 1

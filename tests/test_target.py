@@ -17,7 +17,7 @@ def test_packed_target_matches_plain_kernels(real_tokenizer):
     packed = load_target(model=tiny_llama(seed=3), tokenizer=real_tokenizer, device="cpu", pack=True)
     assert plain.packed_linears == 0
     assert packed.packed_linears == 2 * 7 + 1          # q k v o gate up down per layer, and the LM head
-    assert hasattr(packed.lm_head, "_packed_weight") and not hasattr(plain.lm_head, "_packed_weight")
+    assert packed.lm_head.packed_weight is not None and getattr(plain.lm_head, "packed_weight", None) is None
     ids = torch.randint(0, 49152, (1, 37))
     for n in (1, 4, 37):                               # one token, a small tree, a prefill
         (a, fa), (b, fb) = plain.forward(ids[:, :n]), packed.forward(ids[:, :n])

@@ -13,19 +13,18 @@ and dropped afterwards.
 """
 from __future__ import annotations
 
-import glob
 import hashlib
-import json
+import copy
 import math
-import os
 import threading
-import warnings
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 
 import torch
 
 from .sampling import gumbel_topk, warp_logits
 from ..model.cpu_kernels import pack_cpu_linears
+from ..model.planned_linear import PlannedLinear
 from .presets import chain_choices, children_of_path, tree_presets
 from .tree import DraftTree
 
@@ -89,9 +88,15 @@ def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
         return cache[key]
 
 
+# Per-head caches (an EAGLE-3 head's LM-head copies, a head's copies in other dtypes), kept beside the head rather
+# than on it, so that copying a head copies none of them.
+_LM_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_DTYPE_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
     """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (it shares the head's weight when the dtype
-    needs no copy). Cached on the head per dtype and weight version: a head trained on in place gets a new one."""
+    needs no copy). Cached per head, dtype and weight version: a head trained on in place gets a new one."""
     w = head.lm_head.weight
     try:
         version = w._version
@@ -99,7 +104,7 @@ def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
         version = 0
     key = (dtype, version)
     with _BUILD_LOCK:
-        cache = head.__dict__.setdefault("_lm_copies", {})
+        cache = _LM_COPIES.setdefault(head, {})
         if key not in cache:
             for stale in [k for k in cache if k[1] != version]:
                 del cache[stale]
@@ -108,8 +113,8 @@ def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
 
 
 def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
-    """An inference-only nn.Linear over these tensors (shared, not copied), pre-packed on a CPU."""
-    lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+    """An inference-only linear layer over these tensors (shared, not copied), planned on a CPU."""
+    lin = PlannedLinear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
     lin.weight = torch.nn.Parameter(weight, requires_grad=False)
     if bias is not None:
         lin.bias = torch.nn.Parameter(bias, requires_grad=False)
@@ -121,18 +126,14 @@ def head_in_dtype(head, dtype: torch.dtype):
     """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
     if head.fc.weight.dtype == dtype:
         return head
-    key = dtype
-    with _BUILD_LOCK:   # sessions build decoders concurrently: one copy, and never a deep copy of a packed one
-        copies = head.__dict__.setdefault("_dtype_copies", {})
-        if key not in copies:
-            import copy
-            memo = {id(c): {} for c in (copies, head.__dict__.get("_lm_copies")) if c is not None}
-            clone = copy.deepcopy(head, memo=memo)   # the caches of copies themselves are not copied
-            clone = clone.to(dtype).requires_grad_(False)
-            if clone.fc.weight.device.type == "cpu":   # an inference-only copy: pre-pack its weights
+    with _BUILD_LOCK:   # sessions build decoders concurrently: one copy per head and dtype
+        copies = _DTYPE_COPIES.setdefault(head, {})
+        if dtype not in copies:
+            clone = copy.deepcopy(head).to(dtype).requires_grad_(False)   # planned layers copy unplanned
+            if clone.fc.weight.device.type == "cpu":   # an inference-only copy: plan its kernels
                 pack_cpu_linears(clone)
-            copies[key] = clone
-        return copies[key]
+            copies[dtype] = clone
+        return copies[dtype]
 
 
 class Drafter:
@@ -215,7 +216,7 @@ class Drafter:
     @torch.inference_mode()
     def draft(self, root_feat: torch.Tensor, root_token: int, parent_token: int, temperature: float,
               top_k: int, top_p: float, generator) -> DraftTree:
-        """Grow the tree from the root's predicted feature (output of `catch_up`).
+        """Grow the tree from the root's predicted feature (output of `catch_up`), one level per head forward.
 
         Chain and static trees at T > 0 draw children without replacement from the warped draft distribution q
         (the verifier's ratio rule); at T = 0 they take q's top-k. EAGLE-2 dynamic trees rank candidates on the
@@ -224,83 +225,110 @@ class Drafter:
         A node never gets a child outside q's support: when q has fewer tokens than the shape asks for (top-p,
         top-k, or underflow at low T) that node gets fewer children and `tree.skipped` counts the missing ones.
         """
-        spec = self.spec
         tree = DraftTree.root_only(root_token)
-        if spec.kind == "vanilla":
+        if self.spec.kind == "vanilla":
             return tree
-        sample = temperature > 0 and spec.kind in ("chain", "static")
+        sample = temperature > 0 and self.spec.kind in ("chain", "static")
         if sample:
             warp = lambda x: warp_logits(x, temperature, top_k, top_p)  # noqa: E731 -- q of the ratio rule
         else:
             warp = lambda x: torch.log_softmax(x.float(), dim=-1)       # noqa: E731 -- ranking only
-        paths = {0: ()}                    # static trees: node -> rank path
-        entry_of = {}                      # node -> index among tree entries in the head cache
-        frontier = [0]                     # nodes whose child distribution is computed next
-        frontier_feats = root_feat         # [1, F, H] predicted features at the frontier nodes
-        max_depth = spec.max_depth
-        for level in range(1, max_depth + 1):
-            small = warp(self._draft_logits(frontier_feats[0]).float())   # [F, K] draft log-probs (draft vocab)
-            logp = small
-            if self.vocab_ids is not None:    # back to full-vocabulary ids: q = 0 outside the draft vocabulary
-                logp = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(
-                    1, self.vocab_ids, small)
+        grow = _Growth(tree, root_token, sample, generator)
+        frontier, frontier_feats = [0], root_feat        # nodes whose children come next, their predicted features
+        for level in range(1, self.spec.max_depth + 1):
+            small, logp = self._level_logprobs(frontier_feats[0], warp)
             for i, v in enumerate(frontier):
                 tree.dists[v] = logp[i]
-            # --- choose children of every frontier node (ranked over the draft vocabulary: a 6x smaller top-k)
-            if spec.kind == "dynamic":
-                want = [spec.top_k] * len(frontier)
-            else:
-                want = [len(self._children_of_path.get(paths[v], [])) for v in frontier]
-            k = max(want, default=0)
-            if k == 0:
+            new_nodes = self._add_children(grow, frontier, small, logp)
+            if new_nodes is None or level == self.spec.max_depth:
                 break
-            pool, ids = (small, self.vocab_ids) if k <= small.shape[-1] else (logp, None)
-            idx = gumbel_topk(pool, k, generator) if sample else torch.topk(pool, k, dim=-1).indices
-            vals_l = pool.gather(-1, idx).tolist()
-            idx_l = (idx if ids is None else ids[idx]).tolist()
-            new_nodes = []
-            for fi, v in enumerate(frontier):
-                # both top-k and Gumbel-top-k put q = 0 tokens last: keep the drafted prefix inside q's support
-                got = [(t, lp) for t, lp in zip(idx_l[fi][:want[fi]], vals_l[fi][:want[fi]]) if lp > float("-inf")]
-                tree.skipped += want[fi] - len(got)
-                for r, (t, lp) in enumerate(got):
-                    node = tree.add(t, v, q=math.exp(lp), score=tree.nodes[v].score + lp, sampled=sample)
-                    if spec.kind != "dynamic":
-                        paths[node] = paths[v] + (r,)
-                    new_nodes.append((node, fi))
-            if level == max_depth:
-                break
-            # --- which new nodes get expanded at the next level
-            if spec.kind == "dynamic":
-                ranked = sorted(new_nodes, key=lambda nf: -tree.nodes[nf[0]].score)[:spec.top_k]
-                expand = sorted(ranked)
-            else:
-                expand = [nf for nf in new_nodes if paths[nf[0]] in self._children_of_path]
+            expand = self._to_expand(grow, new_nodes)
             if not expand:
                 break
-            # --- one batched head forward for all expanded nodes (ancestry mask over tree entries)
-            n_entries = len(entry_of)
-            vis = torch.zeros(len(expand), n_entries + len(expand), dtype=torch.bool)
-            feats, toks, pos = [], [], []
-            for r, (node, fi) in enumerate(expand):
-                a = tree.nodes[node].parent
-                while a > 0:
-                    vis[r, entry_of[a]] = True
-                    a = tree.nodes[a].parent
-                vis[r, n_entries + r] = True
-                feats.append(frontier_feats[:, fi])
-                par = tree.nodes[node].parent
-                toks.append(tree.nodes[node].token if self.shifted
-                            else (tree.nodes[par].token if par > 0 else root_token))
-                pos.append(self.root_position + level - 1)
-            for r, (node, _) in enumerate(expand):
-                entry_of[node] = n_entries + r
-            frontier_feats = self._head(torch.stack(feats, dim=1), toks, pos, vis)
+            frontier_feats = self._expand(grow, expand, frontier_feats, level)
             frontier = [node for node, _ in expand]
         self.cache.length = self.committed   # drop the tree entries
-        if spec.kind == "dynamic":
-            tree = _rerank(tree, spec.total_tokens)
+        if self.spec.kind == "dynamic":
+            tree = _rerank(tree, self.spec.total_tokens)
         return tree
+
+    def _level_logprobs(self, feats: torch.Tensor, warp):
+        """(draft-vocabulary log-probs [F, K], the same over the full vocabulary [F, V]: q = 0 outside the draft
+        vocabulary) of the frontier's predicted features [F, H]."""
+        small = warp(self._draft_logits(feats).float())
+        if self.vocab_ids is None:
+            return small, small
+        full = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(1, self.vocab_ids, small)
+        return small, full
+
+    def _add_children(self, grow: "_Growth", frontier: list[int], small, logp):
+        """Choose every frontier node's children (ranked over the draft vocabulary: a 6x smaller top-k) and add
+        them; returns [(node, frontier index)], or None when the shape asks for no children at this level."""
+        tree, spec = grow.tree, self.spec
+        if spec.kind == "dynamic":
+            want = [spec.top_k] * len(frontier)
+        else:
+            want = [len(self._children_of_path.get(grow.paths[v], [])) for v in frontier]
+        k = max(want, default=0)
+        if k == 0:
+            return None
+        pool, ids = (small, self.vocab_ids) if k <= small.shape[-1] else (logp, None)
+        idx = gumbel_topk(pool, k, grow.generator) if grow.sample else torch.topk(pool, k, dim=-1).indices
+        vals_l = pool.gather(-1, idx).tolist()
+        idx_l = (idx if ids is None else ids[idx]).tolist()
+        new_nodes = []
+        for fi, v in enumerate(frontier):
+            # both top-k and Gumbel-top-k put q = 0 tokens last: keep the drafted prefix inside q's support
+            got = [(t, lp) for t, lp in zip(idx_l[fi][:want[fi]], vals_l[fi][:want[fi]]) if lp > float("-inf")]
+            tree.skipped += want[fi] - len(got)
+            for r, (t, lp) in enumerate(got):
+                node = tree.add(t, v, q=math.exp(lp), score=tree.nodes[v].score + lp, sampled=grow.sample)
+                if spec.kind != "dynamic":
+                    grow.paths[node] = grow.paths[v] + (r,)
+                new_nodes.append((node, fi))
+        return new_nodes
+
+    def _to_expand(self, grow: "_Growth", new_nodes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Which new nodes get children at the next level: EAGLE-2's top_k by cumulative log-probability, or the
+        static shape's nodes that have children."""
+        if self.spec.kind == "dynamic":
+            ranked = sorted(new_nodes, key=lambda nf: -grow.tree.nodes[nf[0]].score)[:self.spec.top_k]
+            return sorted(ranked)
+        return [nf for nf in new_nodes if grow.paths[nf[0]] in self._children_of_path]
+
+    def _expand(self, grow: "_Growth", expand, frontier_feats, level: int) -> torch.Tensor:
+        """One batched head forward for all expanded nodes: each sees the committed entries and its ancestors'
+        tree entries (ancestry mask). Returns their predicted features [1, len(expand), H]."""
+        tree, entry_of = grow.tree, grow.entry_of
+        n_entries = len(entry_of)
+        vis = torch.zeros(len(expand), n_entries + len(expand), dtype=torch.bool)
+        feats, toks, pos = [], [], []
+        for r, (node, fi) in enumerate(expand):
+            a = tree.nodes[node].parent
+            while a > 0:
+                vis[r, entry_of[a]] = True
+                a = tree.nodes[a].parent
+            vis[r, n_entries + r] = True
+            feats.append(frontier_feats[:, fi])
+            par = tree.nodes[node].parent
+            toks.append(tree.nodes[node].token if self.shifted
+                        else (tree.nodes[par].token if par > 0 else grow.root_token))
+            pos.append(self.root_position + level - 1)
+        for r, (node, _) in enumerate(expand):
+            entry_of[node] = n_entries + r
+        return self._head(torch.stack(feats, dim=1), toks, pos, vis)
+
+
+@dataclass
+class _Growth:
+    """One tree while it grows: the sampling choice and, per node, its rank path (static trees) and its entry
+    among the tree entries of the head cache."""
+    tree: DraftTree
+    root_token: int
+    sample: bool
+    generator: object
+    paths: dict = field(default_factory=lambda: {0: ()})
+    entry_of: dict = field(default_factory=dict)
 
 
 def _rerank(tree: DraftTree, total_tokens: int) -> DraftTree:

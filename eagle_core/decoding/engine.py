@@ -124,9 +124,10 @@ def new_kv_cache(capacity: int, dtype: torch.dtype | None = None) -> DynamicCach
 
 
 def kv_cache_dtype(target) -> torch.dtype | None:
-    """float64 for a target whose linear layers are row-independent (bf16-linear): with attention summed in
-    float64 too, a tree pass computes each node exactly as a one-token step (model/attention.py); else None."""
-    if getattr(target, "numerics", None) == "bf16-linear" and target.device.type == "cpu":
+    """float64 for a CPU target whose linear layers are row-independent (bf16-linear on an AMX CPU, the "exact"
+    plan anywhere: Target.row_independent): with attention summed in float64 too, a tree pass computes each node
+    exactly as a one-token step (model/attention.py); else None."""
+    if target.device.type == "cpu" and getattr(target, "row_independent", False):
         return torch.float64
     return None
 

@@ -21,7 +21,11 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 IMPLEMENTATION = "eagle_lens_sdpa"
-MAX_QUERIES = 64     # above this (a prefill) the flash kernel is the better choice
+# The most tokens one verification pass may hold: the root and 80 drafted nodes. decoding/limits.py sizes the
+# page's trees from it, the engine refuses a bigger tree, and the kernel plan's row-independence probe runs every
+# call size up to it (planned_linear.py): so every tree the engine runs takes the one-token step's numerical path.
+MAX_VERIFY_ROWS = 81
+MAX_QUERIES = MAX_VERIFY_ROWS   # masked passes up to this take the small-query path; above it (a prefill) SDPA
 # Attention implementations known to apply a custom 4D additive mask as given (tree verification's mask: each
 # drafted node sees only its ancestors). Others (flash_attention_2/3/4 keep only causal + padding, flex and
 # paged attention, hub kernels) would attend across siblings and silently stop being lossless.

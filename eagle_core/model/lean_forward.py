@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from .cpu_kernels import shared_input_linears
+from .planned_linear import shared_input_linears
 
 
 def supports(model) -> bool:

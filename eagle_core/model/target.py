@@ -109,6 +109,17 @@ class Target:
             return "bf16-linear"
         return str(self.dtype).rpartition(".")[2]
 
+    @property
+    def row_independent(self) -> bool:
+        """Whether every linear product gives a row the same bits whichever rows share its call, at the current
+        thread count (probed by the kernel plan, re-probed when the thread count changes: planned_linear.RowGuard).
+        Then, with attention summed in float64 (engine.kv_cache_dtype), a tree pass computes every node exactly as
+        a one-token step does."""
+        guard = getattr(self.lm_head, "guard", None)
+        if guard is not None:
+            guard.check()
+        return bool((self.kernel_plan or {}).get("row_independent"))
+
     def __post_init__(self):
         refuse_maskless_attention(self.model, self.name)
         if self.lean is None:
