@@ -46,16 +46,53 @@ def test_running_sessions_are_never_evicted():
     assert {sts[0]["sid"], sts[2]["sid"], new["sid"]} == set(store.entries)
 
 
+class BlockingHash:
+    """A session's `hash` whose comparison blocks until `go` is set: a request caught in the middle of iterating
+    the session table (drop_hash compares every entry's hash while it holds the store's lock)."""
+
+    def __init__(self):
+        self.comparing, self.go = threading.Event(), threading.Event()
+
+    def __eq__(self, other):
+        self.comparing.set()
+        assert self.go.wait(5)
+        return False
+
+    __hash__ = object.__hash__
+
+
 def test_drop_waits_for_the_lock():
+    """gr.State's delete callback (SessionStore.drop) changes the table only under the store's lock: while another
+    request iterates the table (here drop_hash, stopped in the middle of its loop), a drop blocks, then frees the
+    entry and stops its Run. A drop that does not take the lock pops the entry under the iteration (which then
+    raises "dictionary changed size during iteration") and fails here."""
     store = SessionStore(max_sessions=4, idle_timeout=1e9)
-    (st,) = states(store, 1)
-    with store.lock:                              # someone iterates the table (sweep, stats)
-        th = threading.Thread(target=store.drop, args=(st["sid"],))
-        th.start()
-        time.sleep(0.1)
-        assert st["sid"] in store.entries         # not changed under the iteration
-    th.join(5)
-    assert st["sid"] not in store.entries
+    a, b = states(store, 2)
+    blocker = store.entries[a["sid"]].hash = BlockingHash()   # the first entry drop_hash compares
+    ent_b = store.entries[b["sid"]]
+    errors = []
+
+    def run(fn, *args):
+        try:
+            fn(*args)
+        except BaseException as exc:     # noqa: BLE001 -- reported by the test
+            errors.append(exc)
+    iterating = threading.Thread(target=run, args=(store.drop_hash, "another-tab"))
+    iterating.start()
+    assert blocker.comparing.wait(5), "drop_hash never reached the entries"
+    dropping = threading.Thread(target=run, args=(store.drop, b["sid"]))
+    dropping.start()
+    dropping.join(0.2)
+    try:
+        assert dropping.is_alive(), "drop returned while another request iterated the table under the lock"
+        assert b["sid"] in store.entries and not ent_b.stop.is_set()
+    finally:
+        blocker.go.set()
+        iterating.join(5)
+        dropping.join(5)
+    assert not errors, errors
+    assert b["sid"] not in store.entries and a["sid"] in store.entries
+    assert ent_b.stop.is_set() and not ent_b.playing.is_set()
 
 
 def test_a_session_runs_one_thing_at_a_time():
