@@ -1,0 +1,75 @@
+"""The serving panels (eagle_core/lab/serving.py's report): the same head in vLLM and in this engine, and where
+EAGLE stops paying as vLLM's batch grows."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..common import DRAFT_Q, TARGET_P
+from .style import KIND_STYLES, TEXT_PX, lab_layout, sub
+
+
+def serving_counters(counters: dict) -> go.Figure:
+    """Panel (a): acceptance per draft position of the same head in vLLM and in our engine (same prompts, same
+    chain), each bar printed with its rate and its accepted / drafted counts, so the figure reads without colour."""
+    cmp = counters["compare"]
+    fig = go.Figure()
+    for k, (name, key) in enumerate((("vLLM", "vllm"), ("EAGLE Lens", "ours"))):
+        c, rates = cmp["counters"][key], cmp["accept_rate_per_pos"][key]
+        colour, pattern = KIND_STYLES[k]
+        fig.add_trace(go.Bar(x=[f"position {j + 1}" for j in range(len(rates))], y=rates,
+                             name=f"{name} ({c['num_drafts']} drafts)", marker_color=colour,
+                             marker_pattern_shape=pattern,
+                             text=[f"{name}<br>{r:.2f}<br>{a}/{c['num_drafts']}"
+                                   for r, a in zip(rates, c["accepted_per_pos"])],
+                             textposition="outside", cliponaxis=False, textfont=dict(size=TEXT_PX - 2)))
+    top = max([x for v in cmp["accept_rate_per_pos"].values() for x in v] + [0.2])
+    fig.update_yaxes(title="drafts accepted at this position", tickformat=".0%", range=[0, min(1.0, top * 1.6)])
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2, x=0, font=dict(size=TEXT_PX - 2)))
+    fig = lab_layout(fig, "The same head in vLLM and here" + sub(f"{counters['n_prompts']} prompts, a chain of "
+                                                                f"{len(cmp['accept_rate_per_pos']['vllm'])}, T = 0"),
+                  height=430)
+    fig.update_layout(margin=dict(b=90))
+    return fig
+
+
+def batch_sweep(sweep: dict) -> go.Figure:
+    """Panel (b): vLLM's throughput of plain and EAGLE decoding per batch size (log-2 axis), the EAGLE / plain ratio
+    printed under every batch size; plain is a solid line with circles, EAGLE dashed with diamonds."""
+    rows = sweep["rows"]
+    xs = [str(r["batch"]) for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[r["plain"]["tokens_per_s"] for r in rows], name="vLLM plain",
+                             mode="lines+markers", line=dict(color=TARGET_P, width=3),
+                             marker=dict(symbol="circle", size=10)))
+    fig.add_trace(go.Scatter(x=xs, y=[r["eagle"]["tokens_per_s"] for r in rows], name="vLLM + EAGLE head",
+                             mode="lines+markers", line=dict(color=DRAFT_Q, width=3, dash="dash"),
+                             marker=dict(symbol="diamond", size=12),
+                             text=[f"{r['ratio']:.2f}×" if r.get("ratio") else "" for r in rows],
+                             hovertemplate="batch %{x}: %{y:.1f} tok/s (%{text} plain)<extra></extra>"))
+    top = max([r[m]["tokens_per_s"] or 0 for r in rows for m in ("plain", "eagle")] + [1.0])
+    # the ratio under each batch size, in the tick label: beside the points it ran into the other line where the
+    # two lines are close
+    ticks = [f"{r['batch']}<br><b>{r['ratio']:.2f}×</b>" if r.get("ratio") else str(r["batch"]) for r in rows]
+    fig.update_xaxes(title="requests decoded at once (batch size), with EAGLE / plain under each",
+                     type="category", tickvals=xs, ticktext=ticks)
+    fig.update_yaxes(title="tokens / s (all requests)", range=[0, top * 1.25])
+    # the legend in the plot's top-left corner, where the small batches leave room: below the axis it met the
+    # two-line tick labels and the axis title once presenter mode enlarged them
+    fig.update_layout(legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top", bgcolor="rgba(255,255,255,0.85)",
+                                  font=dict(size=TEXT_PX - 2)))
+    fig = lab_layout(fig, "Where EAGLE stops paying: a full batch"
+                  + sub(f"{sweep['n_prompts']} requests × {sweep['tokens_per_request']} tokens each"),
+                  height=440)
+    fig.update_layout(margin=dict(b=90))
+    return fig
+
+
+def sweep_table(sweep: dict) -> str:
+    """Panel (b) as a table: per batch size, both throughputs, the ratio, EAGLE's accepted tokens per draft."""
+    lines = ["| batch | vLLM plain tok/s | vLLM + EAGLE tok/s | EAGLE / plain | accepted per draft |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in sweep["rows"]:
+        acc = r["eagle"].get("accepted_per_draft")
+        lines.append(f"| {r['batch']} | {r['plain']['tokens_per_s']:.1f} | {r['eagle']['tokens_per_s']:.1f} | "
+                     f"{r['ratio']:.2f}× | {'-' if acc is None else f'{acc:.2f}'} |")
+    return "\n".join(lines)
