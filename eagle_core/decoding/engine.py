@@ -31,11 +31,11 @@ from transformers.cache_utils import DynamicLayer
 
 from .cycle import CycleResult, RecordBuilder
 from .draft import Drafter, DraftSpec
-from .limits import LIMITS
+from .limits import LIMITS, MAX_VERIFY_ROWS
 from .presets import fitted_dynamic, tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
 from .sampling import sample, warp_logits
-from ..model.target import pick_dtype
+from ..model.target import pick_dtype, sliding_window_of
 from .tree import DraftTree
 from .verify import Acceptance, accept_tree
 from ..model.vocab import load_draft_vocab
@@ -79,7 +79,10 @@ class DecodeConfig:
             LIMITS[name].check(getattr(self, name))
         if self.top_k_sampling < 0:
             raise ValueError("top-k sampling must be >= 0")
-        self.spec()
+        spec = self.spec()
+        if spec.max_nodes > MAX_VERIFY_ROWS:   # a bigger pass would leave the one-token step's numerical path
+            raise ValueError(f"a tree of {spec.max_nodes - 1} drafted tokens is too wide: one verification pass "
+                             f"holds at most {MAX_VERIFY_ROWS - 1} drafted tokens and the root")
 
 
 # ---------------------------------------------------------------------- target KV cache
@@ -165,7 +168,9 @@ class EagleDecoder:
         if len(prompt_ids) == 0:
             raise ValueError("empty prompt")
         if len(prompt_ids) + 2 + self.spec.max_nodes > target.max_context:
-            raise ValueError(f"prompt is {len(prompt_ids)} tokens; the target's context is {target.max_context}")
+            window = " (its sliding window, which the engine never passes)" if sliding_window_of(target.config) else ""
+            raise ValueError(f"prompt is {len(prompt_ids)} tokens; the target's context is {target.max_context}"
+                             f"{window}")
         self.prompt_ids = list(prompt_ids)
         self.tokens = list(prompt_ids)     # committed tokens + the current root (last element)
         self.new_ids: list[int] = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.attention import MAX_VERIFY_ROWS   # the most rows a verification pass may hold (root included)
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -23,8 +25,8 @@ LIMITS: dict[str, Limit] = {
     "temperature": Limit(0.0, 2.0, float, "Temperature"),
     "top_p": Limit(0.05, 1.0, float, "Top-p"),
     "seed": Limit(0, 2 ** 31 - 1, int, "Seed"),
-    "depth": Limit(1, 12, int, "Depth"),
+    "depth": Limit(1, min(12, MAX_VERIFY_ROWS - 1), int, "Depth"),
     "top_k": Limit(1, 16, int, "Top-k"),
-    "total_tokens": Limit(2, 80, int, "Total tokens"),
+    "total_tokens": Limit(2, MAX_VERIFY_ROWS - 1, int, "Total tokens"),   # + the root = one exact pass
     "max_new_tokens": Limit(1, 512, int, "Max new tokens"),
 }

@@ -26,18 +26,18 @@ import pickle
 import warnings
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
+from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .attention import MAX_QUERIES, small_query_attention
+from ..paths import ASSETS
+from .head3 import SHIPPED_EAGLE3, is_eagle3_config, load_eagle3_head, random_eagle3_head
+from .head_layers import (HEAD_WEIGHTS, HeadAttention, HeadCache, HeadLoadError,  # noqa: F401 (re-exported)
+                          check_shapes, stored_shapes)
 
 SHIFTS = ("shifted", "unshifted")
 INPUTS = ("feature+token", "feature", "token")
-HEAD_WEIGHTS = "model.safetensors"
-from ..paths import ASSETS
 SHIPPED_HEADS = {"shifted": os.path.join(ASSETS, "heads", "smollm2-135m-shifted"),
                  "unshifted": os.path.join(ASSETS, "heads", "smollm2-135m-unshifted")}
 # The Paper lab's input ablation: four heads trained from scratch with one recipe and one budget (fp16 files)
@@ -46,10 +46,6 @@ ABLATION_KINDS = {"ablation-shifted": ("shifted", "feature+token"),
                   "feature-only": ("shifted", "feature"),
                   "token-only": ("shifted", "token")}    # spec -> (shift, inputs)
 ABLATION_HEADS = {k: os.path.join(ASSETS, "heads", "ablation", k) for k in ABLATION_KINDS}
-
-
-class HeadLoadError(ValueError):
-    """A head that cannot be loaded or does not fit the target; the message is meant for the user."""
 
 
 def head_config_from_target(target_config, shift: str = "shifted", bias: bool = True,
@@ -65,70 +61,6 @@ def head_config_from_target(target_config, shift: str = "shifted", bias: bool = 
     cfg = LlamaConfig(**{k: v for k, v in d.items() if k not in ("model_type", "transformers_version")})
     cfg.bias, cfg.eagle_shift, cfg.eagle_inputs = bias, shift, inputs
     return cfg
-
-
-class HeadCache:
-    """Preallocated KV cache of the head's single layer: committed entries, then (while drafting) tree entries."""
-
-    def __init__(self, n_kv: int, head_dim: int, max_len: int, device, dtype):
-        self.k = torch.zeros(1, n_kv, max_len, head_dim, device=device, dtype=dtype)
-        self.v = torch.zeros_like(self.k)
-        self.length = 0
-
-    def append(self, k: torch.Tensor, v: torch.Tensor):
-        n = k.shape[2]
-        if self.length + n > self.k.shape[2]:
-            raise RuntimeError("head KV cache is full")
-        self.k[:, :, self.length:self.length + n] = k
-        self.v[:, :, self.length:self.length + n] = v
-        self.length += n
-        return self.k[:, :, :self.length], self.v[:, :, :self.length]
-
-
-def _qkv_bias(cfg) -> bool:
-    """Whether q, k and v carry a bias (o_proj never does, in EAGLE's code as in Qwen2).
-
-    Released EAGLE configs say so with `qkv_bias` (set for Qwen-type targets, and it wins when present, as in
-    EAGLE's own code); the heads this app saves say it with `attention_bias`.
-    """
-    qkv_bias = getattr(cfg, "qkv_bias", None)
-    return bool(getattr(cfg, "attention_bias", False) if qkv_bias is None else qkv_bias)
-
-
-class HeadAttention(nn.Module):
-    def __init__(self, cfg: LlamaConfig):
-        super().__init__()
-        self.n_heads = cfg.num_attention_heads
-        self.n_kv = cfg.num_key_value_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        b = _qkv_bias(cfg)
-        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=b)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=b)
-        self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=False)
-
-    def forward(self, x, cos, sin, cache: HeadCache | None, attn_mask):
-        B, n, _ = x.shape
-        q = self.q_proj(x).view(B, n, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, n, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        if cache is not None:
-            k, v = cache.append(k, v)
-        if attn_mask is not None and n <= MAX_QUERIES:  # drafting: a few queries over the cache, no K/V copies
-            o = small_query_attention(q, k, v, attn_mask)
-            return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
-        rep = self.n_heads // self.n_kv
-        if rep > 1:
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-        if attn_mask is None:  # plain causal over a fresh sequence (training)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
 
 
 class HeadDecoderLayer(nn.Module):
@@ -272,7 +204,6 @@ def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
         raise HeadLoadError(f"{folder} has no config.json")
     with open(cfg_path) as f:
         d = json.load(f)
-    from .head3 import is_eagle3_config, load_eagle3_head
     if is_eagle3_config(d):
         return load_eagle3_head(folder, d, target)
     d.pop("architectures", None)
@@ -285,17 +216,26 @@ def load_head(path: str, target=None, shift: str | None = None) -> EagleHead:
     if target is not None and cfg.hidden_size != target.hidden_size:
         raise HeadLoadError(f"head hidden size {cfg.hidden_size} does not match the target's "
                             f"{target.hidden_size}: this head was trained for another model")
+    found = stored_shapes(folder)
+    state = None
+    if found is None:   # an EAGLE-1 .bin: its tensors are read to learn their shapes
+        state = _read_state(folder)
+        found = {k: tuple(v.shape) for k, v in state.items()}
+    fc = found.get("fc.weight") or found.get("model.fc.weight")
+    width = cfg.hidden_size * (2 if cfg.eagle_inputs == "feature+token" else 1)
+    if fc is not None and len(fc) == 2 and fc[1] != width:
+        raise HeadLoadError(f"head weights in {folder}: fc takes {fc[1]} inputs, but a {cfg.eagle_inputs} head of "
+                            f"this size takes {width} (eagle_inputs in config.json is wrong?)")
     try:
+        check_shapes(lambda: EagleHead(cfg), {k: v for k, v in found.items() if not k.endswith(_IGNORED_KEYS)},
+                     folder, rename=lambda k: k[len("model."):] if k.startswith("model.") else k)
         head = EagleHead(cfg)
     except HeadLoadError as exc:
-        raise HeadLoadError(f"{folder}: {exc}") from None
-    state = {k[len("model."):] if k.startswith("model.") else k: v for k, v in _read_state(folder).items()}
+        raise HeadLoadError(exc if str(exc).startswith(("head weights", folder)) else f"{folder}: {exc}") from None
+    state = {k[len("model."):] if k.startswith("model.") else k: v
+             for k, v in (state if state is not None else _read_state(folder)).items()}
     _check_input_norm(state, folder)
     state = {k: v for k, v in state.items() if k not in _IGNORED_KEYS}
-    fc = state.get("fc.weight")
-    if fc is not None and tuple(fc.shape) != tuple(head.fc.weight.shape):
-        raise HeadLoadError(f"head weights in {folder}: fc takes {fc.shape[1]} inputs, but a {head.kind} head of "
-                            f"this size takes {head.fc.weight.shape[1]} (eagle_inputs in config.json is wrong?)")
     missing, unexpected = head.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.startswith("rotary_emb.")]
     if missing or unexpected:
@@ -328,7 +268,6 @@ def resolve_head(spec: str | None, target) -> EagleHead:
     `random`/`random-unshifted`/`random-eagle3`, or a path / hub id."""
     spec = spec or "shifted"
     if spec in ("eagle3", "random-eagle3"):
-        from .head3 import SHIPPED_EAGLE3, random_eagle3_head
         if spec == "random-eagle3":
             from .vocab import load_draft_vocab
             return random_eagle3_head(target, load_draft_vocab(8192, target.tokenizer))

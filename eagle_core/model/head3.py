@@ -27,7 +27,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .head import HEAD_WEIGHTS, HeadAttention, HeadCache, HeadLoadError
+from .head_layers import HEAD_WEIGHTS, HeadAttention, HeadCache, HeadLoadError, check_shapes, stored_shapes
 
 from ..paths import ASSETS
 
@@ -104,6 +104,12 @@ class Eagle3Head(nn.Module):
         H = cfg.hidden_size
         self.aux_layers = list(cfg.eagle_aux_layers)
         target_h = int(getattr(cfg, "target_hidden_size", None) or H)
+        if len(self.aux_layers) * target_h == H:
+            # forward tells a fused target input from the head's own output by its width: were they equal, fc
+            # would be skipped on the target's states without a word
+            raise HeadLoadError(f"an EAGLE-3 head whose fused input ({len(self.aux_layers)} target layers x "
+                                f"{target_h}) is as wide as its hidden state ({H}) cannot tell the target's "
+                                f"states from its own output; it needs the layers' width to differ from {H}")
         self.fc = nn.Linear(len(self.aux_layers) * target_h, H, bias=False)
         self.midlayer = Eagle3Layer(cfg)
         self.norm = LlamaRMSNorm(H, eps=cfg.rms_norm_eps)
@@ -133,6 +139,7 @@ class Eagle3Head(nn.Module):
         """Columns of the LM head = these target ids, in this order (d2t = id - column)."""
         if target_ids.numel() != self.d2t.numel():
             raise ValueError(f"draft vocabulary of {target_ids.numel()} ids for a {self.d2t.numel()}-column LM head")
+        check_draft_vocab(target_ids, self.config.vocab_size, "this draft vocabulary")
         self.d2t.copy_(target_ids.to(self.d2t) - torch.arange(self.d2t.numel(), device=self.d2t.device))
 
     def new_cache(self, max_len: int) -> HeadCache:
@@ -177,6 +184,24 @@ class Eagle3Head(nn.Module):
             json.dump(d, f, indent=2, sort_keys=True)
 
 
+def check_draft_vocab(target_ids: torch.Tensor, vocab_size: int, what: str) -> None:
+    """Raise HeadLoadError unless every draft column maps to its own token of the target's vocabulary. Two columns
+    on one token would split that token's draft probability q over two columns (the draft tree keeps one of them):
+    q would then be wrong and speculative sampling at T > 0 no longer exact."""
+    ids = target_ids.detach().reshape(-1).to("cpu", torch.int64)
+    bad = ((ids < 0) | (ids >= vocab_size)).nonzero()
+    if len(bad):
+        col = int(bad[0])
+        raise HeadLoadError(f"{what} maps draft id {col} to token {int(ids[col])}, outside the target's vocabulary "
+                            f"of {vocab_size} tokens")
+    order = torch.argsort(ids, stable=True)
+    same = (ids[order][1:] == ids[order][:-1]).nonzero()
+    if len(same):
+        a, b = int(order[int(same[0])]), int(order[int(same[0]) + 1])
+        raise HeadLoadError(f"{what} maps draft ids {a} and {b} to the same token {int(ids[a])}: its draft "
+                            f"probability would be split over two columns, and sampling would no longer be exact")
+
+
 def is_eagle3_config(d: dict) -> bool:
     archs = d.get("architectures") or []
     return d.get("eagle_kind") == KIND or any("Eagle3" in a for a in archs) or "draft_vocab_size" in d
@@ -204,15 +229,15 @@ def load_eagle3_head(folder: str, d: dict, target=None) -> Eagle3Head:
     cfg.eagle_aux_layers, cfg.eagle_kind = list(aux), KIND
     if target is not None and cfg.hidden_size != target.hidden_size:
         raise HeadLoadError(f"head hidden size {cfg.hidden_size} does not match the target's {target.hidden_size}")
-    head = Eagle3Head(cfg)
-    st = os.path.join(folder, HEAD_WEIGHTS)
-    if not os.path.exists(st):
+    found = stored_shapes(folder)
+    if found is None:
         raise HeadLoadError(f"no {HEAD_WEIGHTS} in {folder}")
-    state = {}
-    for k, v in load_file(st).items():
-        k = k[len("model."):] if k.startswith("model.") else k
-        k = "midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k
-        state[k] = v
+    try:
+        check_shapes(lambda: Eagle3Head(cfg), found, folder, rename=_released_name)
+        head = Eagle3Head(cfg)
+    except HeadLoadError as exc:
+        raise HeadLoadError(exc if str(exc).startswith("head weights") else f"{folder}: {exc}") from None
+    state = {_released_name(k): v for k, v in load_file(os.path.join(folder, HEAD_WEIGHTS)).items()}
     state.pop("t2d", None)
     state.pop("embed_tokens.weight", None)     # a released head may carry the target's embedding: ours is used
     missing, unexpected = head.load_state_dict(state, strict=False)
@@ -222,10 +247,18 @@ def load_eagle3_head(folder: str, d: dict, target=None) -> Eagle3Head:
                             f"unexpected {list(unexpected)[:4]}")
     if "d2t" not in state and cfg.draft_vocab_size != cfg.vocab_size:
         raise HeadLoadError(f"{folder}: a {cfg.draft_vocab_size}-token draft vocabulary without its d2t map")
+    vocab = target.vocab_size if target is not None else cfg.vocab_size
+    check_draft_vocab(head.target_ids, min(vocab, cfg.vocab_size), f"the d2t map in {folder}")
     head.path = folder
     if target is not None:
         head = head.to(device=target.device, dtype=target.dtype)
     return head.eval()
+
+
+def _released_name(k: str) -> str:
+    """A weight's name in our layout: released heads prefix `model.` and name the layer `layers.0.`."""
+    k = k[len("model."):] if k.startswith("model.") else k
+    return "midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k
 
 
 def random_eagle3_head(target, draft_ids: torch.Tensor | None = None, seed: int = 0,

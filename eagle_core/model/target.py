@@ -41,6 +41,20 @@ def refuse_maskless_attention(model, name: str | None = None):
             f"(known to honour the mask: {', '.join(sorted(HONOURS_4D_MASK))})")
 
 
+def sliding_window_of(config) -> int | None:
+    """The attention window of a sliding-window target (Mistral-style), None when every layer attends to the
+    whole prefix (Qwen2/3 carry a window that is off unless `use_sliding_window`; `layer_types` says per layer)."""
+    window = getattr(config, "sliding_window", None)
+    if not window:
+        return None
+    if getattr(config, "model_type", "") in ("qwen2", "qwen3") and not getattr(config, "use_sliding_window", False):
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and "sliding_attention" not in layer_types:
+        return None
+    return int(window)
+
+
 def pick_device(device: str | None = None) -> torch.device:
     if device:
         return torch.device(device)
@@ -139,7 +153,12 @@ class Target:
 
     @property
     def max_context(self) -> int:
-        return int(getattr(self.model.config, "max_position_embeddings", 4096))
+        """The longest sequence the engine runs: the model's positions, or its sliding window where it has one.
+        Inside the window a sliding-window mask masks nothing, so the tree mask (ancestry over the whole prefix)
+        is the model's own mask there; past it the two would part, so the engine never goes past it."""
+        n = int(getattr(self.model.config, "max_position_embeddings", 4096))
+        window = sliding_window_of(self.model.config)
+        return min(n, window) if window else n
 
     @property
     def embed_tokens(self) -> torch.nn.Embedding:
