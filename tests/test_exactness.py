@@ -13,6 +13,9 @@ sides of the comparison; warp_logits is checked against the same warpers directl
 
 A guard runs the same check on a deliberately biased verifier (keep the first drafted child whatever its
 probability: what the old code did for children with q = 0) and requires it to fail.
+
+The grid sees gross bias only (360 samples a setting); the power test gives one setting 60k first cycles, so a
+q in tree.dists a few percent off the q the children were drawn from fails it (and its guard requires that).
 """
 from __future__ import annotations
 
@@ -23,10 +26,13 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+import eagle_core.decoding.draft as draft_mod
 import eagle_core.decoding.verify as verify_mod
 from conftest import TinyTokenizer, hf_warped_logprobs, oracle_pair
+from eagle_core.decoding.draft import DraftSpec, Drafter
 from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
 from eagle_core.decoding.sampling import warp_logits
+from eagle_core.decoding.verify import accept_tree
 
 V = 8
 PROMPT = [1, 4, 2]
@@ -170,6 +176,87 @@ def test_biased_verifier_fails_the_same_check(pair, monkeypatch):
         counts, _, _ = sample_outputs(target, head, kind, 1.0, top_p, 0)
         pvalue, outside = law_check(counts, exact_law(target, 1.0, top_p, 0))
         assert outside or pvalue < 1e-6, (kind, pvalue)
+
+
+# ----------------------------------------------------------------------------- power: q a few percent off
+# The grid above has breadth (every draft kind and warper), not power: 360 samples per setting see only gross
+# bias. Here one setting gets 60k first cycles. An error e in the q that drafting hands the verifier
+# (tree.dists) moves the output law at a token a by about e * p(a) * (1 - q(a)) where q(a) > p(a): largest for
+# a draft close to the target with a top token near 1/3 to 1/2 (the oracle head: total variation 0.02 here);
+# a very different q (a random head) halves the non-centrality. Computed from the exact law of the rule (all
+# ordered child draws), at 60k cycles and p < 1e-3: the top draft token's mass off by 5% is caught with power
+# 0.93 by the output law and 0.94 by the children's law, off by 10% with power 1.00; 10% on any token: >= 0.86
+# and 0.95; q at a temperature 5% off: 1.00.
+POWER_PREFIX = PROMPT + [3]     # the committed prefix: the cycle's root is token 3
+POWER_T, POWER_N = 0.7, 60_000
+P_LAW = 1e-3                    # per check (two checks: a false alarm rate <= 2e-3; the seeds are fixed)
+
+
+def first_cycle_pvalues(target, head, n=POWER_N, seed=0) -> tuple[float, float]:
+    """n independent first cycles after POWER_PREFIX, each drafting 3 children of the root from q (sampled, the
+    ratio rule) and verifying them: (chi-square p-value of the emitted first token against the exact warped
+    target law, chi-square p-value of the first drafted child against the q in tree.dists).
+
+    The first child is a draw from the q drafting really used, so the second check sees a tree.dists that is
+    not that q at first order; the first check is the end-to-end promise. One cycle costs one draft and one
+    accept_tree: the target's distribution at the root is computed once (it is the same for every cycle)."""
+    drafter = Drafter(head, target, DraftSpec(kind="static", choices=[[0], [1], [2]]), max_len=32)
+    ids = torch.tensor([POWER_PREFIX])
+    with torch.inference_mode():
+        logits, feats = target.forward(ids)
+        root_feat = drafter.catch_up(feats[:, :-1], POWER_PREFIX)
+        p_engine = warp_logits(logits[0, -1], POWER_T).exp()            # what the engine verifies against
+        exact = hf_warped_logprobs(target.model(ids).logits[:, -1], POWER_T)[0].exp().double().numpy()
+    g = torch.Generator().manual_seed(seed)
+    out, first_child, q_used = np.zeros(V), np.zeros(V), None
+    for _ in range(n):
+        tree = drafter.draft(root_feat, POWER_PREFIX[-1], POWER_PREFIX[-2], POWER_T, 0, 1.0, g)
+        if q_used is None:
+            q_used = tree.dists[0]
+        assert torch.equal(tree.dists[0], q_used) and all(node.sampled for node in tree.nodes[1:])
+        # the children's rows only give the bonus after a kept child, which is not counted
+        acc = accept_tree(tree, p_engine.expand(len(tree), V), POWER_T, g)
+        out[tree.tokens[acc.path[0]] if acc.path else acc.token] += 1
+        first_child[tree.tokens[tree.nodes[0].children[0]]] += 1
+    as_law = lambda c, law: ({(t,): int(c[t]) for t in range(V)}, {(t,): float(law[t]) for t in range(V)})  # noqa: E731
+    p_out, outside = law_check(*as_law(out, exact))
+    assert not outside, f"emitted tokens the warped target gives probability 0: {outside}"
+    p_child, _ = law_check(*as_law(first_child, q_used.exp().double().numpy()))
+    return p_out, p_child
+
+
+@pytest.mark.slow
+def test_first_token_law_sees_a_few_percent_error_in_q(pair):
+    """The power test: the emitted token of 60k first cycles follows the exact warped target law, and the drafted
+    children follow the q the verifier is given. A q in tree.dists a few percent off fails it (next test)."""
+    p_out, p_child = first_cycle_pvalues(*pair)
+    print(f"\nfirst token: p = {p_out:.3g}; first child against tree.dists: p = {p_child:.3g}")
+    assert p_out > P_LAW, f"the emitted token does not follow the warped target law (p = {p_out:.3g})"
+    assert p_child > P_LAW, f"the drafted children do not follow tree.dists (p = {p_child:.3g})"
+
+
+def q_off_by(factor):
+    """Drafter.draft wrapped so that every row of tree.dists has its top token's mass times `factor`,
+    renormalised: the children are still drawn from the real q, the verifier is handed a q a few percent off."""
+    real = draft_mod.Drafter.draft
+
+    def draft(self, *args, **kw):
+        tree = real(self, *args, **kw)
+        with torch.inference_mode():
+            for v, logq in list(tree.dists.items()):
+                q = logq.exp()
+                q[q.argmax()] *= factor
+                tree.dists[v] = (q / q.sum()).log()
+        return tree
+    return draft
+
+
+@pytest.mark.slow
+def test_q_five_percent_off_fails_the_power_test(pair, monkeypatch):
+    """Guard for POWER_N: tree.dists with the top token's mass 5% high fails both checks of the power test."""
+    monkeypatch.setattr(draft_mod.Drafter, "draft", q_off_by(1.05))
+    p_out, p_child = first_cycle_pvalues(*pair)
+    assert p_out < P_LAW and p_child < P_LAW, (p_out, p_child)
 
 
 WARP_GRID = list(itertools.product((0.3, 1.0, 1.5), (1.0, 0.95, 0.9, 0.5, 0.2, 0.07, 0.05, 0.03), (0, 1, 2, 5, 20)))
