@@ -88,18 +88,58 @@ def test_toggles_chain_dynamic_unshifted_sampling(client):
     assert "min(1, p/q)" in json.dumps(plot(out[5])["layout"]["annotations"])
 
 
+def greedy_reference(prompt, n) -> list[int]:
+    """Plain greedy decoding (transformers' generate) of the app's target: n tokens of the prompt as the app
+    renders it, or fewer when a stop token comes first."""
+    import torch
+    target = app.MODEL.target
+    ids = target.render_prompt(prompt)
+    out = target.model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False,
+                                eos_token_id=target.stop_token_ids, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
 def test_dynamic_tree_runs_to_the_end(client):
+    """An EAGLE-2 dynamic tree with the unshifted head runs a whole generation at T = 0: it finishes, each cycle
+    verified a dynamic tree of at most `total` drafted nodes, and the tokens are plain greedy decoding of the
+    same target, max_new_tokens of them (fewer only at a stop token)."""
     job = client.submit(PROMPT, False, *cfg(tree_kind="dynamic (EAGLE-2)", depth=5, top_k=6, total=10, max_new=12),
                         api_name="/run")
     final = list(job)[-1]
     assert "finished" in final[8] and "went wrong" not in final[8]
+    got = client.predict(api_name="/session_tokens")
+    ref = greedy_reference(PROMPT, 12)
+    assert got["token_ids"] == ref, "the dynamic tree's tokens are not greedy decoding's"
+    assert got["finished"] == ("max_new_tokens" if len(ref) == 12 else "eos")
+    dec = SESSIONS.get(got["sid"]).decoder
+    assert (dec.cfg.draft, dec.cfg.total_tokens, dec.head.shift) == ("dynamic", 10, "unshifted")
+    assert len(dec.cycles) == got["cycles"] >= 2 and all(1 < len(r.nodes) <= 11 for r in dec.cycles[1:])
+    assert sum(len(r.new_tokens) for r in dec.cycles) == len(ref)
 
 
 def test_settings_change_starts_new_generation(client):
+    """A Step with other settings starts a new generation: the status says so, the old tokens are gone (the new
+    generation holds only its prefill's token, the prompt's greedy next token), and the session decodes with
+    the new settings (a chain of depth 3 in the next cycle's record)."""
     step(client)
     step(client)
+    before = client.predict(api_name="/session_tokens")
+    ref = greedy_reference(PROMPT, len(before["token_ids"]) + 4)
+    assert before["cycles"] == 2 and len(before["token_ids"]) >= 2
+    assert before["token_ids"] == ref[:len(before["token_ids"])]
     out = step(client, depth=3, shape="Chain")
     assert "new generation" in out[8]
+    after = client.predict(api_name="/session_tokens")
+    assert after["sid"] == before["sid"] and after["cycles"] == 1 and after["token_ids"] == ref[:1]
+    dec = SESSIONS.get(after["sid"]).decoder
+    assert (dec.cfg.draft, dec.cfg.depth) == ("chain", 3)
+    assert dec.prompt_ids == app.MODEL.target.render_prompt(PROMPT)
+    out = step(client, depth=3, shape="Chain")
+    assert len(out[4]["choices"]) == 3
+    rec = dec.cycles[1]
+    assert [n.depth for n in rec.nodes] == [0, 1, 2, 3] and [n.parent for n in rec.nodes] == [-1, 0, 1, 2]
+    now = client.predict(api_name="/session_tokens")["token_ids"]
+    assert now == ref[:len(now)] and len(now) == 1 + len(rec.new_tokens)
 
 
 @pytest.mark.parametrize("prompt,kw,msg", [
