@@ -483,23 +483,42 @@ def test_only_applicable_controls_are_enabled():
 
 
 def test_stop_while_waiting_for_the_model(url, slow_cycles):
-    """A stopped Run leaves the queue at once instead of waiting for its turn first."""
-    slow_cycles[0] = 1.5                                      # a's cycles: b's turn is up to 1.5 s away
+    """A second Run queues behind the first one's cycle: it says so, its ticket waits in the model's queue and its
+    decoder has run no cycle. Stop ends it while it waits: it leaves the queue before the cycle it waited
+    behind is over (a stopped Run does not wait for its turn first), never runs a cycle, and the first Run goes
+    on."""
+    from eagle_core.serving.turns import MODEL_LOCK
+    slow_cycles[0] = 2.0                                      # a's cycles: b's turn is up to 2 s away
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
-    wait_outputs(job_a, 1, limit=10)
-    job_b = b.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
-    t0 = time.time()
-    while not any("Waiting for the shared model" in str(o[8]) for o in job_b.outputs()) and time.time() - t0 < 10:
-        time.sleep(0.02)
-    t0 = time.time()
-    b.predict(api_name="/stop")
-    job_b.result()
-    took = time.time() - t0
-    assert "Stopped" in job_b.outputs()[-1][8] and took < slow_cycles[0], \
-        f"Stop took {took:.2f} s while queued (a cycle of the other Run takes {slow_cycles[0]} s)"
-    a.predict(api_name="/stop")
-    job_a.result()
+    job_b = None
+    try:
+        wait_outputs(job_a, 1, limit=10)
+        ent_a = next(e for e in list(SESSIONS.entries.values()) if e.running == "run")
+        job_b = b.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
+        t0 = time.time()
+        while not any("Waiting for the shared model" in str(o[8]) for o in job_b.outputs()) and time.time() - t0 < 10:
+            time.sleep(0.02)
+        waits = [str(o[8]) for o in job_b.outputs() if "Waiting for the shared model" in str(o[8])]
+        assert waits, "the second Run never waited for the model"
+        assert "1 request ahead of you" in waits[-1], waits[-1]            # behind a's cycle, nobody else
+        ent_b = next(e for e in list(SESSIONS.entries.values()) if e.running == "run" and e is not ent_a)
+        assert MODEL_LOCK.waiting() == 1 and ent_b.decoder.cycles == [], "the second Run is not queued"
+        a_cycles = len(ent_a.decoder.cycles)
+        t0 = time.time()
+        b.predict(api_name="/stop")
+        job_b.result()
+        took = time.time() - t0
+        assert "Stopped" in job_b.outputs()[-1][8] and took < slow_cycles[0], \
+            f"Stop took {took:.2f} s while queued (a cycle of the other Run takes {slow_cycles[0]} s)"
+        assert len(ent_a.decoder.cycles) == a_cycles, "the stopped Run waited for the cycle in progress to end"
+        assert ent_b.decoder.cycles == [] and ent_b.running is None and MODEL_LOCK.waiting() == 0
+        assert not job_a.done(), "the first Run must go on"
+    finally:                                                  # pass or fail, no Run is left holding the model
+        for c, job in ((b, job_b), (a, job_a)):
+            if job is not None and not job.done():
+                c.predict(api_name="/stop")
+                job.result()
 
 
 def test_paper_lab_live_recompute_and_session_histogram(client):
