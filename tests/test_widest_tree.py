@@ -107,7 +107,7 @@ def smollm_exact():
 @pytest.mark.slow
 def test_widest_tree_on_the_embedded_target(smollm_exact):
     """The embedded SmolLM2 under the row-independent "exact" plan (on this Zen 4 no fast kernel is: its
-    576x1536 product runs one row per call): the widest tree's 81 rows equal one-token steps bit for bit, and
+    576x1536 product runs every row as its own product): the widest tree's 81 rows equal one-token steps bit for bit, and
     EAGLE at the widest settings is token-identical to plain decoding of the same model."""
     target = smollm_exact
     assert target.row_independent, target.kernel_plan

@@ -38,8 +38,8 @@ the rows alone; stops at the first difference) and refuses bf16 where a row depe
 plan["row_independent"]; it is re-run when the thread count changes (planned_linear.RowGuard). Where it holds, the
 engine sums attention in float64 (engine.kv_cache_dtype) and a tree pass computes every node bit for bit as a
 one-token step. On a CPU where no fast kernel is row-independent (this Zen 4's oneDNN fp32 576x1536 layer is
-not), `kernels="exact"` builds such a model anyway: fp32 packed kernels, and one-row calls in the layers whose
-packed kernel the probe finds row-dependent (slow: for checking exactness, not for speed). The LM head never runs bf16
+not), `kernels="exact"` builds such a model anyway: fp32 packed kernels, and every row its own product (a batched
+matmul) in the layers whose packed kernel the probe finds row-dependent (for checking exactness, not for speed). The LM head never runs bf16
 (`fp32_only`): its output would be rounded to bf16, logits of ~20 in steps of 1/8, and near-ties would become
 exact ties (with a bf16 LM head, EAGLE parted from plain decoding on 4 of 10 MT-bench prompts within 64
 tokens, every time at a top-2 margin of exactly 0); it runs the
@@ -310,13 +310,13 @@ def _time_layers(groups, rows_list, plan: dict) -> None:
 
 
 def _exact_tables(groups, plan: dict, known: dict) -> None:
-    """The "exact" model: packed fp32 everywhere, and one-row calls where a product's packed kernel is not
+    """The "exact" model: packed fp32 everywhere, and every row its own product where the packed kernel is not
     row-independent on this CPU (probed per product)."""
     rowwise = []
     for g in groups:
         g.fill([PACKED] * MAX_TABLE)
         if model_rows_dependence(g.mods[:1], known=known):
-            g.fill([PACKED, PACKED] + [ROWWISE] * (MAX_TABLE - 2))
+            g.fill([ROWWISE] * MAX_TABLE)
             rowwise.append(f"{g.mods[0].out_features}x{g.mods[0].in_features}")
     plan["rowwise"] = rowwise
 
@@ -327,7 +327,7 @@ def _free_unused(groups) -> None:
         for m in g.mods:
             if BF16 not in g.table:
                 m.bf16_weight = m.bf16_bias = None
-            if PACKED not in g.table and ROWWISE not in g.table and m.weight.dtype == torch.float32:
+            if PACKED not in g.table and m.weight.dtype == torch.float32:
                 m.packed_weight = None
 
 
@@ -430,7 +430,7 @@ def describe(plan: dict | None) -> str:
     exact = "; row-independent (probed)" if plan.get("row_independent") else ""
     if plan["mode"] == "exact":
         rows = plan.get("rowwise") or []
-        return ("oneDNN-packed fp32 linear kernels everywhere" + (f", one row per call in {', '.join(rows)}"
+        return ("oneDNN-packed fp32 linear kernels everywhere" + (f", every row its own product in {', '.join(rows)}"
                                                                    if rows else "") + " (forced: exact)" + exact)
     if plan["mode"] not in ("auto", "fp32"):
         what = {"bf16": "bf16 (oneDNN)"}.get(plan["mode"], plan["mode"])

@@ -5,8 +5,9 @@ The kernels (cpu_kernels.py says when each is chosen):
   plain    F.linear on the fp32 weight (MKL)
   packed   oneDNN in fp32 on a copy of the weight packed once (`_reorder_linear_weight`)
   bf16     oneDNN on a packed bf16 copy: input rounded to bf16, fp32 accumulation, output rounded to bf16
-  rowwise  the packed kernel called once per row: row-independent by construction, for layers whose packed kernel
-           is not (the "exact" plan); a tree of n tokens then costs n one-row products in that layer
+  rowwise  every row its own one-row product (a batched matmul over the rows, the weight shared): row-independent
+           where the packed kernel is not (the "exact" plan; probed like the others); ~0.8 ms for 26 rows of
+           SmolLM2's 576x1536 layer on the 2-core Zen 4, against ~0.05 ms for one row
 
 A planned layer stays an nn.Linear (same `weight` and `bias` parameters, so tied weights stay tied and the draft
 reads `weight`); the packed copies are derived state: a dtype or device change drops them (`_apply`), and a copy
@@ -84,10 +85,12 @@ class PlannedLinear(nn.Linear):
             return packed_linear(x.to(torch.bfloat16), self.bf16_weight, self.bf16_bias).to(x.dtype)
         if kernel == PACKED:
             return packed_linear(x, self.packed_weight, self.bias)
-        if kernel == ROWWISE:
-            flat = x.reshape(-1, x.shape[-1])
-            rows = [packed_linear(flat[i:i + 1], self.packed_weight, self.bias) for i in range(flat.shape[0])]
-            return torch.cat(rows).view(*x.shape[:-1], self.out_features)
+        if kernel == ROWWISE:   # each row its own [1, in] x [in, out] product: a batch of them, one call
+            flat = x.reshape(-1, 1, x.shape[-1])
+            out = torch.bmm(flat, self.weight.t().unsqueeze(0).expand(flat.shape[0], -1, -1))
+            if self.bias is not None:
+                out = out + self.bias
+            return out.view(*x.shape[:-1], self.out_features)
         return F.linear(x, self.weight, self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
