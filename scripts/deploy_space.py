@@ -26,6 +26,7 @@ ALLOW_PATTERNS = [
     "README.md",                 # its YAML front matter configures the Space (sdk, sdk_version, python_version)
     "eagle_core/*.py",
     "views/*.py",
+    "views/js/*.js",             # the page's script (views/page.py reads these when it is imported)
     "tabs/*.py",
     "assets/*",                  # heads (safetensors + config), trees, the recorded trace, draft vocab, bench, screenshots
 ]
@@ -35,7 +36,7 @@ IGNORE_PATTERNS = [
     ".whl/*", "shared/*",
 ]
 # remote files matching these that are not part of this upload are deleted (stale modules / assets)
-DELETE_PATTERNS = ["eagle_core/*.py", "views/*.py", "tabs/*.py", "assets/*"]
+DELETE_PATTERNS = ["eagle_core/*.py", "views/*.py", "views/js/*.js", "tabs/*.py", "assets/*"]
 
 
 def upload_list(root: str = ROOT) -> list[tuple[str, int]]:
@@ -73,7 +74,7 @@ def check(files: list[tuple[str, int]]) -> list[str]:
     """Problems that would make the Space fail to start (missing essentials)."""
     have = {p for p, _ in files}
     need = ["app.py", "requirements.txt", "README.md", "eagle_core/decoding/engine.py", "tabs/lens.py", "views/__init__.py",
-            "assets/heads/smollm2-135m-shifted/model.safetensors", "assets/heads/smollm2-135m-shifted/config.json"]
+            "views/js/fit.js", "views/js/lens.js", "assets/heads/smollm2-135m-shifted/model.safetensors", "assets/heads/smollm2-135m-shifted/config.json"]
     return [f"missing: {p}" for p in need if p not in have]
 
 

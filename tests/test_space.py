@@ -188,8 +188,10 @@ def test_resolution_check_can_fail(tmp_path):
 
 # ------------------------------------------------------------------ the deploy listing
 def test_deploy_listing_has_the_app_and_heads_and_nothing_local():
+    from views import page    # every script the page reads when it is imported must reach the Space
     files = dict(deploy_space.upload_list(ROOT))
     for need in ("app.py", "requirements.txt", "README.md", "eagle_core/decoding/engine.py", "tabs/lens.py", "views/__init__.py",
+                 "views/page.py", *(f"views/js/{n}" for n in (*page.PAGE_SCRIPTS, "presenter.js")),
                  "assets/heads/smollm2-135m-shifted/model.safetensors",
                  "assets/heads/smollm2-135m-shifted/config.json",
                  "assets/heads/smollm2-135m-unshifted/model.safetensors", "assets/trace_default.json"):
