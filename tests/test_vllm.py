@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from eagle_core.model.head import random_head
+from eagle_core.model.head import HeadLoadError, random_head
 from eagle_core.model.head3 import random_eagle3_head
 from eagle_core import export as ex
 from eagle_core.bench import vllm as bv
@@ -191,7 +191,10 @@ def test_eagle3_heads_vllm_cannot_represent_are_refused(tiny_target, tmp_path):
     assert not os.path.exists(tmp_path / "target")                 # refused before anything is written
     twice = torch.tensor([5, 7, 5, 9])
     head = random_eagle3_head(tiny_target, torch.tensor([5, 7, 8, 9]), aux_layers=[0, 1, 1])
-    head.set_draft_vocab(twice)
+    with pytest.raises(HeadLoadError, match="to the same token 5"):     # refused where it is set (head3.py)
+        head.set_draft_vocab(twice)
+    with torch.no_grad():                                              # and by the export, for a d2t set by hand
+        head.d2t.copy_(twice - torch.arange(4))
     with pytest.raises(ex.ExportError, match="twice"):
         ex.export_head(tiny_target, head, str(tmp_path))
     with pytest.raises(ex.ExportError, match="eagle3"):
