@@ -25,7 +25,7 @@ def widest_tree_vs_steps(target, head, prompt_ids: list[int]) -> tuple[int, list
         dec.step()                                   # the prefill: the root is committed, the head has its feature
         n = len(dec.tokens) - 1
         tree = dec._draft()
-        logits, _ = dec._verify(tree, n)
+        logits, _ = dec._verify(tree)
         differ = []
         leaves = [i for i in range(len(tree)) if not any(nd.parent == i for nd in tree.nodes)]
         for leaf in leaves:                          # one-token steps along each root-to-leaf path

@@ -30,6 +30,8 @@ class CycleResult:
     total_new_tokens: int       # running counts after this cycle
     target_forwards: int
     finished: str | None
+    pass_sessions: int = 1      # generations whose trees shared this cycle's verification pass (batch.py)
+    pass_rows: int = 0          # tokens in that pass (0: this tree alone)
 
 
 class RecordBuilder:
@@ -64,7 +66,8 @@ class RecordBuilder:
             verify_seconds=res.verify_seconds, other_seconds=res.other_seconds,
             total_new_tokens=res.total_new_tokens, target_forwards=res.target_forwards,
             tau=res.total_new_tokens / res.target_forwards, finished=res.finished, bonus_from=acc.source,
-            drafts_skipped=tree.skipped, temperature=self.temperature,
+            drafts_skipped=tree.skipped, temperature=self.temperature, pass_sessions=res.pass_sessions,
+            pass_rows=res.pass_rows or len(tree),
             new_token_bytes=[self.target.token_bytes(t).hex() for t in res.committed] if named else [])
 
     def nodes(self, res: CycleResult, named: bool) -> list[TreeNode]:

@@ -166,8 +166,7 @@ class Drafter:
             self.lm_dtype = self.lm.weight.dtype
             self.lm_norm = None   # EAGLE-1 heads predict the normed feature the target's LM head reads
         self.neg = torch.finfo(head.fc.weight.dtype).min
-        if spec.kind in ("chain", "static"):
-            self._children_of_path = children_of_path(spec.static_choices())
+        self._children_of_path = children_of_path(spec.static_choices()) if spec.kind in ("chain", "static") else {}
 
     def _draft_logits(self, feats: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary logits of predicted features [F, H] (EAGLE-3: its final norm in the head's dtype)."""
@@ -215,7 +214,7 @@ class Drafter:
     # ------------------------------------------------------------------ the tree
     @torch.inference_mode()
     def draft(self, root_feat: torch.Tensor, root_token: int, parent_token: int, temperature: float,
-              top_k: int, top_p: float, generator) -> DraftTree:
+              top_k: int, top_p: float, generator, spec: DraftSpec | None = None) -> DraftTree:
         """Grow the tree from the root's predicted feature (output of `catch_up`), one level per head forward.
 
         Chain and static trees at T > 0 draw children without replacement from the warped draft distribution q
@@ -225,6 +224,17 @@ class Drafter:
         A node never gets a child outside q's support: when q has fewer tokens than the shape asks for (top-p,
         top-k, or underflow at low T) that node gets fewer children and `tree.skipped` counts the missing ones.
         """
+        own = self.spec
+        if spec is not None and spec != own:   # this cycle's shape (a smaller tree under load: decoding/batch.py)
+            if spec.max_head_entries > own.max_head_entries:
+                raise ValueError("a cycle's tree may be smaller than the generation's, not larger")
+            self.spec, kids = spec, self._children_of_path
+            if spec.kind in ("chain", "static"):
+                self._children_of_path = children_of_path(spec.static_choices())
+            try:
+                return self.draft(root_feat, root_token, parent_token, temperature, top_k, top_p, generator)
+            finally:
+                self.spec, self._children_of_path = own, kids
         tree = DraftTree.root_only(root_token)
         if self.spec.kind == "vanilla":
             return tree

@@ -35,6 +35,7 @@ from .limits import LIMITS, MAX_VERIFY_ROWS
 from .presets import fitted_dynamic, tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
 from .sampling import sample, warp_logits
+from ..model.packed_forward import Part
 from ..model.target import pick_dtype, sliding_window_of
 from .tree import DraftTree
 from .verify import Acceptance, accept_tree
@@ -210,9 +211,12 @@ class EagleDecoder:
     def step(self) -> CycleRecord:
         if self.done:
             raise RuntimeError("generation already finished")
-        res = self._cycle() if self.cycles else self._prefill()
+        return self.commit_record(self._cycle() if self.cycles else self._prefill())
+
+    def commit_record(self, res: CycleResult) -> CycleRecord:
+        """Count a finished cycle's time and keep its record (built after the clock stopped)."""
         self.seconds += res.draft_seconds + res.verify_seconds + res.other_seconds
-        rec = self.records.record(res)     # presentation: after the clock stopped
+        rec = self.records.record(res)
         self.cycles.append(rec)
         return rec
 
@@ -236,39 +240,52 @@ class EagleDecoder:
 
     def _cycle(self) -> CycleResult:
         """Draft a tree, verify it in ONE target pass, accept a path + the bonus token, commit them."""
-        n = len(self.tokens) - 1                 # root position = committed length
         t0 = time.perf_counter()
         tree = self._draft()
         t1 = self._clock()
-        logits, feats = self._verify(tree, n)
+        logits, feats = self._verify(tree)
         t2 = self._clock()
+        return self.finish_cycle(tree, logits, feats, t1 - t0, t2 - t1)
+
+    def finish_cycle(self, tree: DraftTree, logits, feats, draft_s: float, verify_s: float) -> CycleResult:
+        """After the verification pass (alone, or packed with other sessions': decoding/batch.py): accept a path
+        and the bonus token with this generation's own generator, keep their KV entries, commit the tokens."""
+        t2 = time.perf_counter()
+        n = len(self.tokens) - 1
         probs = self._target_probs(logits[0])    # [N, V]
         acc = accept_tree(tree, probs, self.cfg.temperature, self.gen)
         committed = self._keep(tree, acc, feats, n)
         t3 = self._clock()
-        return self._result(n, tree, probs, acc, committed, t1 - t0, t2 - t1, t3 - t2)
+        return self._result(n, tree, probs, acc, committed, draft_s, verify_s, t3 - t2)
 
     # ------------------------------------------------------------------ the cycle's parts
-    def _draft(self) -> DraftTree:
-        """The head catches up on the features the last pass confirmed, then drafts from the root."""
+    def _draft(self, spec: DraftSpec | None = None) -> DraftTree:
+        """The head catches up on the features the last pass confirmed, then drafts from the root (this cycle's
+        shape `spec`, default the generation's: under load a smaller one, even none, decoding/batch.py)."""
         root = self.tokens[-1]
         if self.drafter is None:
             return DraftTree.root_only(root)
         c = self.cfg
         root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
         return self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling, c.top_p,
-                                  self.gen)
+                                  self.gen, spec)
 
-    def _verify(self, tree: DraftTree, n: int):
-        """The whole tree in one target forward: positions n + depth, each node sees the prefix and its ancestors."""
+    def verify_part(self, tree: DraftTree) -> Part:
+        """The tree's share of a verification pass: positions n + depth (n = the root's position), each node sees
+        the prefix and its ancestors, over this generation's own KV cache."""
         dev = self.target.device
+        n = len(self.tokens) - 1
         ids = torch.tensor([tree.tokens], device=dev)
         pos = torch.tensor([[n + d for d in tree.depths]], device=dev)
         mask = tree_attention_mask(tree.ancestry(), n, self.target.dtype, dev) if len(tree) > 1 else None
-        out = self.target.forward(ids, position_ids=pos, past_key_values=self.cache, attention_mask=mask,
-                                  aux_layers=self.aux_layers)
         self.target_forwards += 1
-        return out
+        return Part(ids, pos, self.cache, mask)
+
+    def _verify(self, tree: DraftTree):
+        """The whole tree in one target forward."""
+        p = self.verify_part(tree)
+        return self.target.forward(p.input_ids, position_ids=p.position_ids, past_key_values=p.cache,
+                                   attention_mask=p.attention_mask, aux_layers=self.aux_layers)
 
     def _keep(self, tree: DraftTree, acc, feats, n: int) -> list[int]:
         """Keep the accepted path's KV entries and features (they seed the next draft); commit its tokens."""

@@ -75,6 +75,8 @@ class CycleRecord:
     temperature: float = 0.0
     new_token_bytes: list[str] = field(default_factory=list)   # hex of each committed token's bytes: the text
                                 # is decoded from their join, so a character split over tokens shows whole
+    pass_sessions: int = 1      # generations verified in this cycle's target pass (a classroom round: batch.py)
+    pass_rows: int = 0          # tokens in that pass, every generation's tree together
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -16,6 +16,7 @@ from .attention import HONOURS_4D_MASK, honours_4d_mask, use_tree_attention
 from .cpu_kernels import pack_cpu_linears
 from .lean_forward import lean_llama_forward
 from .lean_forward import supports as lean_supported
+from .packed_forward import packed_llama_forward
 from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
@@ -194,6 +195,24 @@ class Target:
         else:
             lg = self.lm_head(feats) if logits else None
         return lg, (torch.cat(aux, dim=-1) if aux_layers else feats)
+
+    @torch.inference_mode()
+    def forward_packed(self, parts, aux_layers=()) -> list:
+        """Many sessions' passes (packed_forward.Part: tokens, positions, own cache, own mask) as one pass where the
+        lean forward supports the model, else one pass each. Returns [(logits, features)] per part, as `forward`
+        returns them for that part alone."""
+        if not self.lean or len(parts) == 1:
+            return [self.forward(p.input_ids, p.position_ids, p.cache, p.attention_mask, aux_layers=aux_layers)
+                    for p in parts]
+        outs = packed_llama_forward(self.model, parts, tuple(aux_layers))
+        feats = [o[0] for o in outs] if aux_layers else outs
+        logits = self.lm_head(torch.cat(feats, dim=1))
+        res, a = [], 0
+        for p, o in zip(parts, outs):
+            b = a + p.rows
+            res.append((logits[:, a:b], torch.cat(o[1], dim=-1) if aux_layers else o))
+            a = b
+        return res
 
     def render_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:
         """Token ids of the prompt; by default the user turn of the target's chat template."""
