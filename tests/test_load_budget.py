@@ -1,0 +1,63 @@
+"""Trees sized by the load (decoding/load_budget.py): one student keeps its tree; as the class grows the tree shrinks
+to a chain or none, and by the model's measured costs a round never yields fewer tokens per second than plain
+batched decoding of the same students."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import tiny_llama
+from eagle_core.decoding.draft import DraftSpec
+from eagle_core.decoding.load_budget import (LoadBudget, interpolate, measure_pass_ms, reported_tau, shape_of)
+from eagle_core.decoding.presets import tree_presets
+from eagle_core.model.target import load_target
+
+# the shape of the issue's measurement (2-core Zen 4, fp32, 256-token prefix): rows -> one-row passes
+PASS = {1: 44.0, 6: 1.03 * 44, 26: 2.1 * 44, 64: 3.7 * 44, 128: 6.7 * 44, 192: 10.9 * 44}
+OWN = DraftSpec(kind="static", choices=tree_presets()["mc_sim_7b_63"])
+
+
+def test_interpolation_is_piecewise_linear_and_extrapolates():
+    t = {1: 10.0, 3: 14.0, 7: 30.0}
+    assert interpolate(t, 1) == 10 and interpolate(t, 2) == 12 and interpolate(t, 5) == 22
+    assert interpolate(t, 11) == 46 and interpolate(t, 0) == 10
+
+
+def test_the_report_gives_the_shipped_heads_tau():
+    tau = reported_tau("eagle1")
+    assert set(tau) == {3, 6, 26} and 1.5 < tau[3] < tau[6] < tau[26] < 4
+    assert reported_tau("eagle3") != tau and reported_tau("eagle1", "/no/such/file.json") == {}
+
+
+@pytest.mark.parametrize("draft_ms", [0.0, 5.0, 20.0])
+def test_eagle_never_loses_to_plain_decoding_at_any_class_size(draft_ms):
+    b = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: draft_ms, 6: 1.5 * draft_ms, 26: 4 * draft_ms})
+    assert b.rows_for(1, OWN) == 26                                   # one student: today's tree
+    sizes = [b.rows_for(n, OWN) for n in range(2, 65)]
+    for n, rows in zip(range(2, 65), sizes):
+        assert b.rate(n, rows, "eagle1") >= b.rate(n, 1, "eagle1")
+    assert sizes == sorted(sizes, reverse=True)                       # the tree shrinks as the class grows
+    assert sizes[-1] < 26
+
+
+def test_a_class_drafts_less_when_drafting_is_dear():
+    cheap = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: 1.0, 6: 1.5, 26: 6.0})
+    dear = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: 20.0, 6: 30.0, 26: 90.0})
+    assert dear.rows_for(4, OWN) == 1 < cheap.rows_for(4, OWN)
+    dear.observe(3, 0.001)                                            # the rounds measure drafting anew
+    assert dear.draft_ms[3] == pytest.approx(10.5)
+    assert LoadBudget(PASS).rows_for(30, DraftSpec(kind="vanilla")) == 1
+
+
+def test_shapes_of_a_size_are_inside_the_generation_s_own():
+    assert shape_of(1, OWN).kind == "vanilla" and shape_of(26, OWN) == OWN
+    chain = shape_of(3, OWN)
+    assert chain.kind == "static" and chain.max_nodes == 3 and chain.max_depth == 2
+    assert shape_of(6, OWN).max_nodes == 6
+    for rows in (2, 3, 6, 26):
+        assert shape_of(rows, OWN).max_head_entries <= OWN.max_head_entries
+
+
+def test_pass_costs_are_measured_on_the_target(real_tokenizer):
+    target = load_target(model=tiny_llama(seed=2), tokenizer=real_tokenizer, device="cpu")
+    ms = measure_pass_ms(target, rows=(1, 8, 64), prefix=16, reps=2)
+    assert set(ms) == {1, 8, 64} and all(v > 0 for v in ms.values())
