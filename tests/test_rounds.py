@@ -1,0 +1,128 @@
+"""The engine loop (serving/rounds.py): sessions asking for cycles from their own threads are stepped together, in
+rounds, first come first served; each session's output is its output alone; Stop while waiting leaves the queue;
+one broken generation does not take the others down."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conftest import oracle_pair
+from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
+from eagle_core.serving import rounds
+from eagle_core.serving.turns import CANCELLED
+
+
+@pytest.fixture(scope="module")
+def pair(real_tokenizer):
+    target, head = oracle_pair(real_tokenizer, kernels="exact")
+    return target, head
+
+
+def _cfgs():
+    return [dict(draft="static", tree="cpu-12"), dict(draft="chain", depth=3, temperature=0.9, seed=2),
+            dict(draft="vanilla"), dict(draft="dynamic", depth=3, top_k=3, total_tokens=8, temperature=0.5, seed=7)]
+
+
+def _new(target, head, i, cfg, n=16):
+    return EagleDecoder(target, None if cfg["draft"] == "vanilla" else head, DecodeConfig(max_new_tokens=n, **cfg),
+                        [1, 100 + i, 7, 300 + i])
+
+
+def _drive(gen):
+    """Run a cycle_turn generator to its return value."""
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_sessions_in_threads_share_rounds_and_keep_their_own_output(pair):
+    target, head = pair
+    loop = rounds.RoundLoop(round_max=8)
+    alone = []
+    for i, cfg in enumerate(_cfgs() * 2):
+        d = _new(target, head, i, cfg)
+        while not d.done:
+            d.step()
+        alone.append(d.new_ids)
+    decs = [_new(target, head, i, cfg) for i, cfg in enumerate(_cfgs() * 2)]
+    start = threading.Barrier(len(decs))
+
+    def student(d):
+        start.wait()
+        while not d.done:
+            got = _drive(cycle_turn(loop, d))
+            assert got and got[0]["new_tokens"]
+    threads = [threading.Thread(target=student, args=(d,)) for d in decs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [d.new_ids for d in decs] == alone
+    shared = [r for d in decs for r in d.cycles if r.pass_sessions > 1]
+    assert shared and max(r.pass_sessions for r in shared) >= 4 and loop.rounds < sum(len(d.cycles) for d in decs)
+
+
+def cycle_turn(loop, dec, cancel=None):
+    """rounds.cycle_turn on this test's own loop."""
+    saved = rounds.LOOP
+    rounds.LOOP = loop
+    try:
+        return (yield from rounds.cycle_turn(dec, cancel=cancel))
+    finally:
+        rounds.LOOP = saved
+
+
+def test_a_full_round_serves_first_come_first(pair):
+    target, head = pair
+    loop = rounds.RoundLoop(round_max=2)
+    decs = [_new(target, head, i, dict(draft="chain", depth=2)) for i in range(5)]
+    gate = threading.Event()
+    real = loop._round
+
+    def held(batch):
+        gate.wait(10)
+        real(batch)
+    loop._round = held
+    with loop.cv:                     # all five queued before the loop takes its first round
+        reqs = [loop.submit(d) for d in decs]
+    while not reqs[0].started:
+        pass
+    assert [loop.ahead(r) for r in reqs[2:]] == [0, 0, 1]   # round 1 holds 0-1; 2-3 next; 4 the one after
+    gate.set()
+    for r in reqs:
+        assert r.done.wait(30) and r.error is None
+    assert all(len(d.cycles) == 1 for d in decs) and loop.rounds == 3     # 2 + 2 + 1, in order
+
+
+def test_stop_while_waiting_leaves_the_queue(pair):
+    target, head = pair
+    loop = rounds.RoundLoop(round_max=1)
+    gate = threading.Event()
+    real = loop._round
+    loop._round = lambda batch: (gate.wait(10), real(batch))
+    first, second = _new(target, head, 0, dict(draft="vanilla")), _new(target, head, 1, dict(draft="vanilla"))
+    r1 = loop.submit(first)
+    stop = threading.Event()
+    stop.set()
+    assert _drive(cycle_turn(loop, second, cancel=stop)) is CANCELLED
+    gate.set()
+    assert r1.done.wait(30) and not second.cycles and loop.waiting() == 0
+
+
+def test_a_broken_generation_does_not_take_the_round_down(pair):
+    target, head = pair
+    loop = rounds.RoundLoop()
+    good, bad = _new(target, head, 0, dict(draft="chain", depth=2)), _new(target, head, 1, dict(draft="chain", depth=2))
+    for d in (good, bad):
+        d.step()
+
+    def broken(*a, **k):
+        raise RuntimeError("a broken head")
+    bad._draft = broken
+    r_good, r_bad = loop.submit(good), loop.submit(bad)
+    assert r_good.done.wait(30) and r_bad.done.wait(30)
+    assert r_good.error is None and r_good.record["cycle"] == 1
+    assert isinstance(r_bad.error, RuntimeError) and len(bad.cycles) == 1
