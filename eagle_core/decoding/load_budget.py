@@ -132,3 +132,22 @@ class LoadBudget:
             n = self.seen.get(rows, 1 if rows in self.draft_ms else 0)   # a prior counts as one round
             self.draft_ms[rows] = (self.draft_ms.get(rows, 0.0) * n + draft_seconds * 1e3) / (n + 1)
             self.seen[rows] = min(n + 1, 50)     # a window of ~50 rounds follows a changing machine
+
+
+def round_shapes(budget: LoadBudget, decoders: list) -> list[DraftSpec | None]:
+    """Each generation's tree for a round of these decoders (None: its own): sized by how many will draft in it
+    (the ones past their prefill); a generation alone keeps its own tree."""
+    live = [d for d in decoders if d.cycles]
+    if len(live) <= 1:
+        return [None] * len(decoders)
+    out = []
+    for d in decoders:
+        kind = "eagle3" if getattr(d.head, "kind_name", "") == "eagle3" else "eagle1"
+        rows = budget.rows_for(len(live), d.spec, kind)
+        out.append(None if rows >= d.spec.max_nodes else shape_of(rows, d.spec))
+    return out
+
+
+def new_budget(target) -> LoadBudget:
+    """A target's budget: its pass costs measured now (a few seconds), the shipped heads' reported tau."""
+    return LoadBudget(measure_pass_ms(target), {"eagle1": reported_tau("eagle1"), "eagle3": reported_tau("eagle3")})

@@ -137,27 +137,17 @@ class RoundLoop:
 
     def _shapes(self, decs) -> list:
         """Each generation's tree for this round, sized by how many are in it (load_budget.py)."""
-        live = [d for d in decs if d.cycles]
-        if len(live) <= 1:
+        from ..decoding.load_budget import round_shapes
+        if sum(1 for d in decs if d.cycles) <= 1:
             return [None] * len(decs)
-        budget = self.budget(decs[0].target)
-        from ..decoding.load_budget import shape_of
-        out = []
-        for d in decs:
-            kind = "eagle3" if getattr(d.head, "kind_name", "") == "eagle3" else "eagle1"
-            rows = budget.rows_for(len(live), d.spec, kind)
-            out.append(None if rows >= d.spec.max_nodes else shape_of(rows, d.spec))
-        return out
+        return round_shapes(self.budget(decs[0].target), decs)
 
     def budget(self, target):
         """The target's LoadBudget, its pass costs measured once (a few seconds, while holding the model)."""
-        from ..decoding.load_budget import LoadBudget, measure_pass_ms, reported_tau
-        b = self.budgets.get(id(target))
-        if b is None:
-            b = self.budgets[id(target)] = LoadBudget(measure_pass_ms(target),
-                                                      {"eagle1": reported_tau("eagle1"),
-                                                       "eagle3": reported_tau("eagle3")})
-        return b
+        from ..decoding.load_budget import new_budget
+        if id(target) not in self.budgets:
+            self.budgets[id(target)] = new_budget(target)
+        return self.budgets[id(target)]
 
 
 LOOP = RoundLoop()

@@ -1,0 +1,114 @@
+"""Throughput at batch 1..32 from our own engine: B students decode B prompts together in rounds (decoding/batch.py),
+three ways, same prompts, same target, same machine, one process:
+
+  plain        batched plain decoding: every round one token per student, one pass over B rows
+  eagle-fixed  EAGLE with the CPU default tree for everyone, whatever the class size
+  eagle-load   EAGLE with the tree sized by the load (decoding/load_budget.py)
+
+Throughput = the tokens all students received / the rounds' wall time (the prompts' prefills, the same for all three
+and run alone, are left out). At T = 0 every EAGLE student's text is compared with its plain decoding: a difference
+is a mismatch unless it is a near-tie of the fp32 kernels (the benchmark's rule, divergence.py).
+
+    python -m eagle_core.bench.batch_sweep --batches 1,2,4,8,16,32 --max-new-tokens 32 --out assets/lab_batch.json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+
+from ..quiet import quiet_libraries
+
+
+def run_round_robin(decs, shapes_of=None) -> tuple[float, int, list]:
+    """Step `decs` together until all are done (prefills first, untimed). Returns (seconds, tokens, rounds)."""
+    from ..decoding.batch import step_together
+    for d in decs:
+        d.step()
+    base = sum(len(d.new_ids) for d in decs)
+    rounds, t0 = [], time.perf_counter()
+    while not all(d.done for d in decs):
+        live = [d for d in decs if not d.done]
+        _, info = step_together(live, shapes_of(live) if shapes_of else None)
+        rounds.append(dataclasses.asdict(info))
+    return time.perf_counter() - t0, sum(len(d.new_ids) for d in decs) - base, rounds
+
+
+def sweep(target, head, prompts: list[str], batches, max_new_tokens: int, log=print) -> dict:
+    from ..decoding.engine import EagleDecoder, default_config
+    from ..decoding.load_budget import new_budget, round_shapes
+    budget = new_budget(target)
+    eagle_cfg = dataclasses.replace(default_config(target.device.type), max_new_tokens=max_new_tokens, record_topk=0)
+    plain_cfg = dataclasses.replace(eagle_cfg, draft="vanilla")
+    rows = []
+    for b in batches:
+        ids = [target.render_prompt(prompts[i % len(prompts)]) for i in range(b)]
+        row = {"batch": b}
+        texts = {}
+        for method in ("plain", "eagle-fixed", "eagle-load"):
+            cfg = plain_cfg if method == "plain" else eagle_cfg
+            decs = [EagleDecoder(target, None if method == "plain" else head, cfg, p) for p in ids]
+            shapes = (lambda live: round_shapes(budget, live)) if method == "eagle-load" else None
+            seconds, tokens, rounds = run_round_robin(decs, shapes)
+            texts[method] = [d.new_ids for d in decs]
+            row[method] = {"tokens": tokens, "seconds": round(seconds, 3), "tokens_per_s": tokens / seconds,
+                           "rounds": len(rounds), "rows_per_round": sum(r["rows"] for r in rounds) / max(len(rounds), 1),
+                           "tau": tokens / max(len(rounds), 1) / b}
+            if method != "plain":
+                row[method]["differs_from_plain"] = sum(a != p for a, p in zip(texts[method], texts["plain"]))
+            for d in decs:    # a round's drafting times teach the budget, as the app's rounds do
+                for rec in d.cycles[1:]:
+                    if len(rec.nodes) > 1:
+                        budget.observe(len(rec.nodes), rec.draft_seconds)
+        log(f"batch {b:>3}: plain {row['plain']['tokens_per_s']:6.1f} tok/s, eagle-fixed "
+            f"{row['eagle-fixed']['tokens_per_s']:6.1f}, eagle-load {row['eagle-load']['tokens_per_s']:6.1f} "
+            f"(rows/round {row['eagle-load']['rows_per_round']:.1f})")
+        rows.append(row)
+    return {"rows": rows, "pass_ms": budget.pass_ms, "draft_ms": budget.draft_ms, "tau": budget.tau,
+            "tree": eagle_cfg.tree, "max_new_tokens": max_new_tokens}
+
+
+def main(argv=None) -> int:
+    quiet_libraries()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", default="mt_bench", help="a prompt set (bench.prompt_sets) or a JSON-lines file")
+    ap.add_argument("--batches", default="1,2,4,8,16,32")
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--head", default="shifted")
+    ap.add_argument("--out", default=None, help="write the report (JSON) here")
+    args = ap.parse_args(argv)
+    import torch
+    from ..model.head import resolve_head
+    from ..model.target import load_target
+    from .prompt_sets import SOURCES, set_path
+    from .prompts import load_prompts
+    batches = [int(x) for x in args.batches.split(",") if x.strip()]
+    target = load_target()
+    head = resolve_head(args.head, target)
+    path = set_path(args.prompts) if args.prompts in SOURCES else args.prompts
+    prompts = [p["prompt"] for p in load_prompts(path, limit=max(batches))]
+    t0 = time.time()
+    report = sweep(target, head, prompts, batches, args.max_new_tokens)
+    report.update(command="python -m eagle_core.bench.batch_sweep " + " ".join(argv or []),
+                  date=time.strftime("%Y-%m-%d"), target=target.name, numerics=target.numerics,
+                  threads=torch.get_num_threads(), cpu=_cpu_name(), wall_s=round(time.time() - t0, 1),
+                  load_before=os.getloadavg())
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
