@@ -234,6 +234,14 @@ def test_stats_and_race():
     assert "τ" in cards and "tokens/s of the engine" in cards and "tokens/s on this page" in cards
     assert "<b>–</b><span>tokens/s on this page" in cards                       # no Run yet: nothing to claim
     assert "<b>2.0</b><span>tokens/s on this page" in stats_html(recs, seen=[10, 5.0])
+    assert "students" not in cards                                              # a cycle verified alone
+    shared = [prefill(), dataclasses.replace(synthetic_cycle(1), pass_sessions=28, pass_rows=41)]
+    n = len(shared[-1].nodes) - 1
+    assert (f"<b>28 students</b><span>in this cycle's one target pass (41 tokens); your tree: {n} drafted "
+            f"tokens") in stats_html(shared)
+    alone_tree = [prefill(), dataclasses.replace(synthetic_cycle(1), pass_sessions=30, pass_rows=30,
+                                                 nodes=synthetic_cycle(1).nodes[:1])]
+    assert "your cycle drafted no tree" in stats_html(alone_tree)
     plain = [prefill()] + [dataclasses.replace(prefill(), cycle=i, total_new_tokens=i + 1, target_forwards=i + 1)
                            for i in range(1, 5)]
     race = race_figure(recs, plain)

@@ -41,8 +41,18 @@ def stats_html(records, upto: int | None = None, seen: list | None = None) -> st
               "tokens/s on this page (Run, wall clock: waiting + drawing)"),
              (f"{s['tokens_per_s']:.1f}", "tokens/s of the engine (model time only)"),
              (f"{1000 * (r['draft_seconds']):.0f}+{1000 * r['verify_seconds']:.0f} ms", "draft + verify time")]
+    cards += [shared_pass_card(r)] if (r.get("pass_sessions") or 1) > 1 else []
     return "<div class='el-cards'>" + "".join(
         f"<div class='el-card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for v, k in cards) + "</div>"
+
+
+def shared_pass_card(r: dict) -> tuple[str, str]:
+    """A classroom round (eagle_core/decoding/batch.py): how many students' trees this cycle's target pass verified,
+    and the tree this student got (sized by the load: fewer tokens, or none, when the class is large)."""
+    tree = max(len(r.get("nodes") or []) - 1, 0)
+    mine = f"your tree: {tree} drafted token{'s' if tree != 1 else ''}" if tree else "your cycle drafted no tree"
+    return (f"{r['pass_sessions']} students",
+            f"in this cycle's one target pass ({r.get('pass_rows') or 0} tokens); {mine}")
 
 
 CSS = """
