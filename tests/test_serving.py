@@ -6,7 +6,8 @@ import time
 import pytest
 
 from eagle_core.serving import generation, turns
-from eagle_core.serving.errors import Busy
+from eagle_core.serving.errors import Busy, UserError
+from eagle_core.decoding.engine import DecodeConfig
 from eagle_core.serving.sessions import SessionStore
 
 
@@ -156,3 +157,123 @@ def test_advance_never_spins_on_a_missing_decoder():
     with turns.one_turn():
         assert len(generation.advance(dec, 5)) == 2
         assert generation.advance(dec, 1) == []
+
+
+# ----------------------------------------------------------------------------- staying bounded (issue 37, point 5)
+def test_at_the_cap_an_entry_without_a_decoder_makes_room_first():
+    """Every page load and Play makes an entry; at the cap one of those (idle, no decoder) goes before a student's
+    decoder, even when the student's is the least recently used; only when every idle entry holds a decoder does
+    the least recently used decoder make room."""
+    store = SessionStore(max_sessions=3, idle_timeout=1e9)
+    sts = states(store, 3)
+    student = store.entries[sts[0]["sid"]]
+    student.decoder = "a student's decoder with its KV cache"      # the least recently used entry
+    store.entries[sts[2]["sid"]].decoder = "another student's"
+    new = {}
+    store.session(new)
+    assert sts[0]["sid"] in store.entries and not student.stop.is_set(), "a student's decoder was evicted"
+    assert sts[1]["sid"] not in store.entries                     # the page load without a decoder went
+    store.entries[new["sid"]].decoder = "a third"
+    store.session({})                                             # all idle entries hold decoders: LRU goes
+    assert sts[0]["sid"] not in store.entries and student.stop.is_set()
+    assert sts[2]["sid"] in store.entries and new["sid"] in store.entries
+
+
+def test_a_race_counts_among_the_sessions():
+    """A Race's entry (SessionStore.open): counted in the stats with its two decoders, takes a place at the cap,
+    is never evicted while it runs, and closing its tab stops it."""
+    store = SessionStore(max_sessions=2, idle_timeout=1e9)
+    (page,) = states(store, 1)
+    sid, race = store.open("race", "tab-1")
+    race.decoder = ["plain lane", "EAGLE lane"]
+    assert store.stats() == {"sessions": 2, "decoders": 2, "running": 1, "races": 1}
+    store.claim(store.entries[page["sid"]], "run")
+    with pytest.raises(Busy):
+        store.session({})                                         # full: the Race is not evicted
+    with pytest.raises(Busy):
+        store.open("race")
+    assert store.sweep(time.time() + 1e10) == 0 and sid in store.entries
+    assert store.drop_hash("tab-1") == 1 and race.stop.is_set()
+    assert store.stats()["races"] == 0
+
+
+class StubModel:
+    def require(self):
+        return None, {}
+
+
+def test_stop_ends_a_generation_decoded_in_one_go(monkeypatch):
+    """EAGLE_LENS_PRECOMPUTE=1: the Step or Run that starts a generation decodes it whole first; Stop ends that
+    between cycles (Stopped, and no decoder is kept), not after the whole generation."""
+    made = []
+
+    def decoder(cfg, shift, prompt):
+        made.append(FakeDecoder(60))
+        return made[-1]
+    monkeypatch.setattr(generation, "new_decoder", decoder)
+    monkeypatch.setattr(generation, "MODEL", StubModel())
+    monkeypatch.setattr(generation, "PRECOMPUTE", True)
+    monkeypatch.setattr(generation, "ZERO_GPU", False)
+    store = SessionStore(max_sessions=4, idle_timeout=1e9)
+    (st,) = states(store, 1)
+    ent = store.entries[st["sid"]]
+    assert store.claim(ent, "run")
+    threading.Timer(0.1, ent.stop.set).start()                    # Stop, a few cycles in
+    t0 = time.perf_counter()
+    with pytest.raises(UserError) as stopped:
+        generation.ensure_decoder(st, ent, "hi", "shifted", DecodeConfig(), 60.0)
+    assert type(stopped.value).__name__ == "Stopped"
+    assert time.perf_counter() - t0 < 0.4 and len(made[0].cycles) < 30, "Stop waited for the whole generation"
+    assert ent.decoder is None
+
+
+def full_record(cycle, nodes=81, path=(1, 2)):
+    tp = [{"token_id": 1, "text": "a", "prob": 0.5, "special": False}] * 5
+    return {"cycle": cycle, "accepted_path": list(path), "new_tokens": [7] * (len(path) + 1), "accept_length": len(path),
+            "nodes": [{"index": i, "text": "a", "token_id": 7, "parent": i - 1, "target_topk": tp, "draft_topk": tp}
+                      for i in range(nodes)], "residual_topk": tp, "bonus_text": "b", "bonus_token": 8,
+            "bonus_kind": "bonus"}
+
+
+def test_a_session_keeps_the_whole_tree_of_its_last_cycles_only():
+    """Older records keep the root and the accepted path (the text) and every counter (the statistics), marked
+    slim; the last KEEP_DETAIL keep every node and distribution; nothing is changed in place."""
+    recs = [full_record(c) for c in range(40)]
+    out = generation.bounded(recs)
+    k = generation.KEEP_DETAIL
+    assert out[-k:] == recs[-k:] and not any(generation.is_slim(r) for r in out[-k:])
+    old = out[0]
+    assert generation.is_slim(old) and [n["index"] for n in old["nodes"]] == [0, 1, 2]
+    assert old["residual_topk"] == [] and all(n["target_topk"] == n["draft_topk"] == [] for n in old["nodes"])
+    assert {key: old[key] for key in recs[0] if key not in ("nodes", "residual_topk")} == \
+        {key: recs[0][key] for key in recs[0] if key not in ("nodes", "residual_topk")}
+    assert len(recs[0]["nodes"]) == 81 and not generation.is_slim(recs[0])      # the input is untouched
+    assert generation.bounded(out) == out                                        # slimming twice changes nothing
+
+
+def test_a_live_decoder_keeps_the_whole_tree_of_its_last_cycles_only():
+    """`advance` slims the decoder's own CycleRecords as they fall out of the last KEEP_DETAIL (in place: the
+    list keeps its length, each record its type); `bound_decoder` does it for a decoder stepped otherwise."""
+    from eagle_core.decoding.records import CycleRecord, TokenProb, TreeNode
+
+    class Dec(FakeDecoder):
+        def step(self):
+            tp = [TokenProb(1, "a", 0.5)] * 5
+            nodes = [TreeNode(i, 7, "a", i - 1, i, 0.5, 0.5, 0.0, "accepted", target_topk=tp, draft_topk=tp)
+                     for i in range(81)]
+            self.cycles.append(CycleRecord(len(self.cycles), 10, nodes, [1], [7], 8, "b", "bonus", tp, [7, 8], 1,
+                                           0.0, 0.0, 0.0, 2, 1, 2.0))
+            return self.cycles[-1]
+    dec = Dec(40)
+    while not dec.done:
+        generation.advance(dec, 1)
+    k = getattr(generation, "KEEP_DETAIL", 16)
+    assert len(dec.cycles) == 40 and all(isinstance(r, CycleRecord) for r in dec.cycles)
+    assert all(len(r.nodes) == 81 for r in dec.cycles[-k:])
+    assert all([n.index for n in r.nodes] == [0, 1] and not r.residual_topk and not r.nodes[1].target_topk
+               for r in dec.cycles[:-k])
+    more = Dec(60)                          # stepped some other way (a round of many sessions): bounded after
+    for _ in range(60):
+        more.step()
+    generation.bound_decoder(more)
+    assert [len(r.nodes) for r in more.cycles] == [2] * (60 - k) + [81] * k

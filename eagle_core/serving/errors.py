@@ -11,3 +11,8 @@ class Finished(UserError):
 
 class Busy(UserError):
     """The session (or the server) is busy with something that must not be interrupted."""
+
+
+class Stopped(UserError):
+    """Stop came before there was anything to show (a generation being computed in one go, a Step waiting for
+    its turn): the request ends without a cycle."""

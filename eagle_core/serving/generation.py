@@ -7,13 +7,21 @@ import dataclasses
 import json
 import time
 
-from .errors import Finished, UserError
+from .errors import Finished, Stopped, UserError
 from .gpu import PRECOMPUTE, ZERO_GPU, gpu
 from .loading import MODEL
 from .sessions import Session
 from .turns import model_turn, one_turn, release_turn
 
 MAX_PROMPT_CHARS = 4000
+# The prompt as the model sees it (chat template included), in tokens: its prefill is one model turn that every
+# other session waits behind. 4,000 characters of English are 1,000-1,400 tokens, but other scripts take up to
+# 3 tokens a character (CJK, emoji): this caps the prefill itself.
+MAX_PROMPT_TOKENS = 1536
+# A session keeps the whole of its last KEEP_DETAIL cycles (every node and distribution: the tree, the
+# probabilities, the mask, Play); older cycles keep what the text and the statistics read (`slim`). A 512-token
+# Run with an 80-node tree would otherwise hold some 170 MB (its records and its decoder's).
+KEEP_DETAIL = 16
 
 
 class Replay:
@@ -34,6 +42,7 @@ class Replay:
         if wait > 0:
             time.sleep(wait)
         self.next, self.shown = self.next + 1, time.perf_counter()
+        trim_history(self.records, self.next)
         return rec
 
 
@@ -46,11 +55,71 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
+def prompt_ids(target, prompt: str) -> list[int]:
+    """The prompt wrapped in the chat template, as token ids; refused over MAX_PROMPT_TOKENS."""
+    ids = target.render_prompt(prompt)
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise UserError(f"The prompt is {len(ids):,} tokens (with the chat template); the limit is "
+                        f"{MAX_PROMPT_TOKENS:,} tokens, so that one prompt's prefill does not hold up everyone "
+                        f"else's turn. Shorten it.")
+    return ids
+
+
 def new_decoder(cfg, shift: str, prompt: str):
     """A decoder of the prompt (wrapped in the chat template) with the shifted or unshifted head."""
     from ..decoding.engine import EagleDecoder
     target, heads = MODEL.require()
-    return EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, target.render_prompt(prompt))
+    return EagleDecoder(target, None if cfg.draft == "vanilla" else heads[shift], cfg, prompt_ids(target, prompt))
+
+
+# ----------------------------------------------------------------------------- what a session keeps of its cycles
+def is_slim(rec) -> bool:
+    return bool(rec.get("slim")) if isinstance(rec, dict) else bool(getattr(rec, "slim", False))
+
+
+def slim(rec):
+    """A cycle's record with what the text and the statistics read: the counters, timings and committed tokens,
+    and of its tree only the root and the accepted path (without their distributions). A record dict is marked
+    `slim` (the page says its tree was not kept); a decoder's CycleRecord keeps its type (and gets a `slim`
+    attribute, outside its fields). Never changes `rec`."""
+    if is_slim(rec):
+        return rec
+    if isinstance(rec, dict):
+        keep = {0, *rec.get("accepted_path", ())}
+        nodes = [dict(n, target_topk=[], draft_topk=[]) for n in rec.get("nodes", ()) if n.get("index") in keep]
+        return dict(rec, nodes=nodes, residual_topk=[], slim=True)
+    keep = {0, *rec.accepted_path}
+    nodes = [dataclasses.replace(n, target_topk=[], draft_topk=[]) for n in rec.nodes if n.index in keep]
+    out = dataclasses.replace(rec, nodes=nodes, residual_topk=[])
+    try:
+        out.slim = True
+    except AttributeError:      # a slotted record: slimmed again next time, which changes nothing
+        pass
+    return out
+
+
+def bounded(records: list, keep: int | None = None) -> list:
+    """The records with all but the last `keep` (KEEP_DETAIL) slimmed (a new list)."""
+    keep = KEEP_DETAIL if keep is None else keep
+    cut = len(records) - keep
+    return [slim(r) if i < cut else r for i, r in enumerate(records)]
+
+
+def trim_history(cycles: list, upto: int | None = None, keep: int | None = None):
+    """Slim, in place, every record of cycles[:upto] (a decoder's own list) but the last `keep`: from the newest
+    of them back to the first one already slim (older ones were slimmed before), so each record is slimmed once,
+    however many cycles came since the last call."""
+    keep = KEEP_DETAIL if keep is None else keep
+    for i in range((len(cycles) if upto is None else upto) - keep - 1, -1, -1):
+        if is_slim(cycles[i]):
+            break
+        cycles[i] = slim(cycles[i])
+
+
+def bound_decoder(dec):
+    """Keep a live decoder's own records bounded (call after its cycles, however they were stepped)."""
+    if dec is not None and not isinstance(dec, Replay) and isinstance(getattr(dec, "cycles", None), list):
+        trim_history(dec.cycles)
 
 
 def as_dicts(recs) -> list[dict]:
@@ -66,27 +135,36 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
     return as_dicts(dec.cycles)
 
 
-def decode_cycle_by_cycle(cfg, shift: str, prompt: str) -> list:
+def decode_cycle_by_cycle(cfg, shift: str, prompt: str, cancel=None) -> list:
     """A whole generation, blocking, but one cycle per model turn: the lock is held for one cycle at a time,
-    as it promises, so other sessions interleave (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU)."""
+    as it promises, so other sessions interleave (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU). Raises Stopped
+    when `cancel` (a threading.Event: Stop) is set, before the next cycle."""
     dec = new_decoder(cfg, shift, prompt)
     while not dec.done:
+        if cancel is not None and cancel.is_set():
+            raise Stopped("Stopped before the generation was computed.")
         with one_turn():
             dec.step()
     return as_dicts(dec.cycles)
 
 
-def precomputed(cfg, shift: str, prompt: str) -> list:
-    return decode_all(cfg, shift, prompt) if ZERO_GPU else decode_cycle_by_cycle(cfg, shift, prompt)
+def precomputed(cfg, shift: str, prompt: str, cancel=None) -> list:
+    """A whole generation decoded in one go; Stop (`cancel`) ends it between cycles (Stopped), except under
+    ZeroGPU, where it is one GPU call."""
+    if ZERO_GPU:
+        return decode_all(cfg, shift, prompt)
+    return decode_cycle_by_cycle(cfg, shift, prompt, cancel)
 
 
 def advance(dec, n: int = 1) -> list:
-    """Up to n cycles of a decoder (live or Replay) as record dicts; [] when there is none or it is done."""
+    """Up to n cycles of a decoder (live or Replay) as record dicts; [] when there is none or it is done. A live
+    decoder keeps the whole of its last KEEP_DETAIL cycles only (trim_history)."""
     out = []
     for _ in range(n):
         if dec is None or dec.done:
             break
         out.append(dec.step())
+        bound_decoder(dec)
     return as_dicts(out)
 
 
@@ -117,7 +195,8 @@ def generation_key(prompt: str, shift: str, cfg) -> str:
 def ensure_decoder(state: dict, ent: Session, prompt, shift: str, cfg, idle_timeout: float) -> str:
     """The session's decoder for these settings: a new generation when there is none or the prompt/settings
     changed. A finished generation with the same prompt and settings is kept (Finished): a Step or Run queued
-    behind it must not throw its text away. The caller has claimed `ent`. Returns a notice."""
+    behind it must not throw its text away. The caller has claimed `ent`; its Stop ends a generation being
+    decoded in one go (PRECOMPUTE: Stopped, no decoder). Returns a notice."""
     MODEL.require()
     prompt = check_prompt(prompt)
     key = generation_key(prompt, shift, cfg)
@@ -137,7 +216,7 @@ def ensure_decoder(state: dict, ent: Session, prompt, shift: str, cfg, idle_time
         notice = "Prompt or settings changed: started a new generation."
     else:
         notice = ""
-    ent.decoder = Replay(precomputed(cfg, shift, prompt)) if PRECOMPUTE else new_decoder(cfg, shift, prompt)
+    ent.decoder = Replay(precomputed(cfg, shift, prompt, ent.stop)) if PRECOMPUTE else new_decoder(cfg, shift, prompt)
     ent.key = key
     state.update(records=[], prompt=prompt, source="live", seen=[0, 0.0])
     return notice

@@ -18,7 +18,7 @@ import dataclasses
 import time
 
 from ..bench.metrics import cycle_seconds
-from .generation import as_dicts, new_decoder, precomputed
+from .generation import as_dicts, new_decoder, precomputed, slim, trim_history
 from .gpu import PRECOMPUTE, ZERO_GPU
 from .loading import MODEL
 from .turns import CANCELLED, model_turn, release_turn
@@ -33,7 +33,7 @@ class Lane:
     name: str
     decoder: object = None            # EagleDecoder (live), or None with `pending`
     pending: list | None = None       # recorded cycles still to reveal (precomputed)
-    records: list = dataclasses.field(default_factory=list)   # record dicts shown so far
+    records: list = dataclasses.field(default_factory=list)   # record dicts shown so far (slim: no tree)
     seconds: float = 0.0              # engine time of those records (model time only)
     elapsed: float = 0.0              # wall seconds from the Race's start to this lane's latest cycle
     stopped: bool = False             # Stop came before it finished
@@ -57,7 +57,9 @@ class Lane:
     def step(self) -> dict:
         """One cycle (the caller holds the model's turn for a live lane)."""
         if self.live:
-            return as_dicts([self.decoder.step()])[0]
+            rec = as_dicts([self.decoder.step()])[0]
+            trim_history(self.decoder.cycles)      # the decoder keeps the whole of its last cycles only
+            return rec
         rec = self.pending.pop(0)
         time.sleep(cycle_seconds(rec))     # the engine took this long for it when it was decoded
         return rec
@@ -86,16 +88,19 @@ def live_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
             Lane(EAGLE, decoder=new_decoder(cfg, shift, prompt))]
 
 
-def recorded_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
-    """Both generations decoded in one go each (ZeroGPU: one GPU call each), to be revealed in turns."""
+def recorded_lanes(cfg, shift: str, prompt: str, cancel=None) -> list[Lane]:
+    """Both generations decoded in one go each (ZeroGPU: one GPU call each), to be revealed in turns; Stop
+    (`cancel`) ends the decoding between cycles (Stopped)."""
     target, _ = MODEL.require()
-    return [Lane(PLAIN, pending=list(precomputed(dataclasses.replace(cfg, draft="vanilla"), shift, prompt)),
+    return [Lane(PLAIN, pending=list(precomputed(dataclasses.replace(cfg, draft="vanilla"), shift, prompt, cancel)),
                  target=target),
-            Lane(EAGLE, pending=list(precomputed(cfg, shift, prompt)), target=target)]
+            Lane(EAGLE, pending=list(precomputed(cfg, shift, prompt, cancel)), target=target)]
 
 
-def make_lanes(cfg, shift: str, prompt: str) -> list[Lane]:
-    return recorded_lanes(cfg, shift, prompt) if (ZERO_GPU or PRECOMPUTE) else live_lanes(cfg, shift, prompt)
+def make_lanes(cfg, shift: str, prompt: str, cancel=None) -> list[Lane]:
+    if ZERO_GPU or PRECOMPUTE:
+        return recorded_lanes(cfg, shift, prompt, cancel)
+    return live_lanes(cfg, shift, prompt)
 
 
 def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
@@ -117,7 +122,7 @@ def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
             rec = lane.step()
         finally:
             release_turn(ticket)
-        rec = lane.named(rec)
+        rec = slim(lane.named(rec))          # the board reads the text and counters only: no tree is kept
         lane.records.append(rec)
         lane.seconds += cycle_seconds(rec)
         now = time.perf_counter() - t0

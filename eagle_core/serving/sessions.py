@@ -20,12 +20,12 @@ from .errors import Busy
 
 @dataclass
 class Session:
-    decoder: object = None                 # EagleDecoder or Replay
+    decoder: object = None                 # EagleDecoder or Replay; a Race's entry: its lanes
     key: str | None = None                 # the prompt and settings the decoder was built for
     stop: threading.Event = field(default_factory=threading.Event)
     playing: threading.Event = field(default_factory=threading.Event)   # Play's animation keeps going while set
     used: float = 0.0
-    running: str | None = None             # "step" | "run" while a request decodes in this session
+    running: str | None = None             # "step" | "run" while a request decodes in this session; "race"
     hash: str | None = None                # the browser session (closing the tab frees it)
     expired: bool = False                  # the page showed a generation the server had freed
 
@@ -60,14 +60,28 @@ class SessionStore:
             ent.used = now
             return ent
 
+    def open(self, kind: str, session_hash: str | None = None) -> tuple[str, Session]:
+        """An entry for work that is not a page's own generation (a Race: `kind` "race"), counted in the stats
+        and the cap like a page's, running from the start (never evicted) until `drop(sid)`; closing the tab
+        (`drop_hash`) sets its Stop. Raises Busy when the server is full of running sessions."""
+        now = time.time()
+        self.sweep(now)
+        with self.lock:
+            self._make_room()
+            sid = f"{kind}-{uuid.uuid4().hex}"
+            ent = self.entries[sid] = Session(used=now, hash=session_hash, running=kind)
+        return sid, ent
+
     def _make_room(self):
-        """At the cap: free the least recently used idle entry (the lock is held)."""
+        """At the cap: free an idle entry (the lock is held): the least recently used one without a decoder if
+        there is one (a page load, a Play), else the least recently used idle decoder."""
         while len(self.entries) >= self.max_sessions:
             idle = [s for s, e in self.entries.items() if not e.running]
             if not idle:
                 raise Busy(f"The server is busy: all {self.max_sessions} sessions are decoding. Try again in a "
                            "moment.")
-            victim = self.entries.pop(min(idle, key=lambda s: self.entries[s].used))
+            victim = self.entries.pop(min(idle, key=lambda s: (self.entries[s].decoder is not None,
+                                                               self.entries[s].used)))
             victim.stop.set()
             victim.playing.clear()
 
@@ -116,10 +130,16 @@ class SessionStore:
         return len(old)
 
     def stats(self) -> dict:
+        """Entries (pages and Races), decoders (a Race's lanes count one each), running entries, Races."""
         with self.lock:
             ents = list(self.entries.values())
-        return {"sessions": len(ents), "decoders": sum(e.decoder is not None for e in ents),
-                "running": sum(bool(e.running) for e in ents)}
+        return {"sessions": len(ents), "decoders": sum(decoders(e) for e in ents),
+                "running": sum(bool(e.running) for e in ents), "races": sum(e.running == "race" for e in ents)}
+
+
+def decoders(ent: Session) -> int:
+    """Decoders an entry holds: a page's one (or none), a Race's lanes."""
+    return len(ent.decoder) if isinstance(ent.decoder, (list, tuple)) else int(ent.decoder is not None)
 
 
 SESSIONS = SessionStore()
