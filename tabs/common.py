@@ -179,5 +179,24 @@ def load_json(*parts) -> dict | None:
         return None
 
 
-TRACE = load_json("trace_default.json")
+# The recorded runs, loaded once per server and shared by every session: a page's state names the one it shows
+# (state["trace"]) and never holds a copy (gradio deep-copies a gr.State's initial value into every session).
 TRACES = {n: t for n in ("default", "temperature") if (t := load_json(f"trace_{n}.json"))}   # for the walkthrough
+TRACE = TRACES.get("default")
+
+
+def trace_name(t: dict | None) -> str | None:
+    """The name (TRACES key) of a recorded run."""
+    return next((n for n, v in TRACES.items() if v is t), None)
+
+
+def shown(state, key: str = "records") -> list:
+    """The records a page shows: its own (`key`: "records" of the live generation, "plain" / "race_eagle" of its
+    last Race) or, while it has none (None), those of the recorded run it names (state["trace"])."""
+    state = state or {}
+    if state.get(key) is not None:
+        return state[key]
+    t = TRACES.get(state.get("trace") or "") or {}
+    if key == "race_eagle":
+        return t.get("race_records", t.get("records", []))
+    return t.get("plain_records" if key == "plain" else key, [])

@@ -17,7 +17,7 @@ from eagle_core.serving.errors import UserError
 from eagle_core.serving.loading import MODEL, lab_heads
 from eagle_core.serving.turns import queue_note
 
-from .common import load_json, unexpected
+from .common import load_json, shown, unexpected
 
 LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
 LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.serving` (needs vLLM's environment)
@@ -275,7 +275,7 @@ class LabTab:
         """The accepted-length histogram of this session's own cycles (what the Lens tab decoded), no model work."""
         import eagle_core.lab.measure as L
         state = state or {}
-        hist = L.accept_length_histogram(state.get("records") or [])
+        hist = L.accept_length_histogram(shown(state))
         if not hist["cycles"]:
             return {self.msg: "This session has no drafting cycles yet: Step or Run in the Lens tab first."}
         whose = "This session's" if state.get("source") == "live" else \

@@ -3,33 +3,38 @@
 Handlers take the session state and one Settings object (tabs/common.py) and return {component: value}."""
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
+import anyio
 import gradio as gr
 
 import views
 from eagle_core.serving import generation
-from eagle_core.serving.errors import Busy, Finished, UserError
-from eagle_core.serving.generation import MAX_PROMPT_CHARS, committed_tokens, ensure_decoder
+from eagle_core.serving.errors import Busy, Finished, Stopped, UserError
+from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, committed_tokens, \
+    ensure_decoder, is_slim
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import CANCELLED, model_turn, queue_note, release_turn
 from views.beats import beat_caption, beat_count, beat_figure
 
 from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, limit_slider, normalise, \
-    unexpected
+    shown, trace_name, unexpected
 from .race import RaceView
 
 STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
 BEAT_SECONDS = float(os.environ.get("EAGLE_LENS_BEAT_SECONDS", 1.6))
+PLAY_LIMIT = 16      # Plays animating at once (each waits between beats without a worker thread); more queue
 
 
 # ----------------------------------------------------------------------------- pure helpers (no components)
 def initial_state() -> dict:
+    """A page's first state: the recorded run by name (its records are shared, tabs/common.py `shown`), so
+    every session's copy of it is a few hundred bytes."""
     t = TRACE or {}
-    return dict(sid=None, records=t.get("records", []), plain=t.get("plain_records", []),
-                race_eagle=t.get("race_records", t.get("records", [])), prompt=t.get("prompt", ""),
-                source="trace" if t else "empty", trace_meta=trace_meta(t))
+    return dict(sid=None, records=None, plain=None, race_eagle=None, trace=trace_name(TRACE),
+                prompt=t.get("prompt", ""), source="trace" if t else "empty", trace_meta=trace_meta(t))
 
 
 def trace_meta(t: dict | None) -> dict:
@@ -43,7 +48,7 @@ def first_cycle(records) -> int:
 
 
 def text_panel(state, cyc=None) -> str:
-    recs = state.get("records") or []
+    recs = shown(state)
     src = ""
     if state.get("source") == "trace":
         t = state.get("trace_meta") or trace_meta(TRACE)
@@ -55,7 +60,7 @@ def text_panel(state, cyc=None) -> str:
 
 
 def status_line(state, extra="") -> str:
-    recs = state.get("records") or []
+    recs = shown(state)
     parts = [extra] if extra else []      # the model's own notice (a random head...) is the banner's, above
     if recs and recs[-1].get("finished") and state.get("source") == "live":
         why = {"eos": "the stop token", "max_new_tokens": "max new tokens", "context": "the context limit"}
@@ -71,10 +76,16 @@ def control_states(shape, tree_kind) -> dict:
                 top_k=dynamic and not chain, total_tokens=dynamic and not chain)
 
 
+def dropped_note(rec) -> str:
+    return (f"Cycle {rec['cycle']}'s tree was not kept: a session keeps the whole tree of its last {KEEP_DETAIL} "
+            f"cycles only. The text and the statistics still include this cycle.")
+
+
 def paint(state, cycle=None, node=None) -> dict:
-    """Every view of one cycle of the session's records, by component name (views only, no model work)."""
+    """Every view of one cycle of the session's records, by component name (views only, no model work). A cycle
+    whose tree was not kept (generation.KEEP_DETAIL) shows the text and statistics, and says so in the figures."""
     state["beat"] = None          # a new view: Play starts this cycle from its first beat
-    recs = state.get("records") or []
+    recs = shown(state)
     n = len(recs)
     cyc = n - 1 if cycle is None else max(0, min(int(cycle), n - 1))
     rec = recs[cyc] if n else None
@@ -83,6 +94,11 @@ def paint(state, cycle=None, node=None) -> dict:
         e = views.common.empty_figure("Press Step or Run to start")
         return out | dict(text=views.text_html([]), cards=views.stats_html([]), tree=e, probs=e, mask=e,
                           node=gr.update(choices=[], value=None), stats=views.stats_figure([]))
+    if is_slim(rec):
+        e = views.common.empty_figure(dropped_note(rec))
+        return out | dict(text=text_panel(state, cyc), cards=views.stats_html(recs, upto=cyc, seen=state.get("seen")),
+                          tree=e, probs=e, mask=e, node=gr.update(choices=[], value=None),
+                          stats=views.stats_figure(recs, upto=cyc))
     choices = views.node_choices(rec)
     node = node if node in {c[1] for c in choices} else views.default_node(rec)
     return out | dict(text=text_panel(state, cyc), cards=views.stats_html(recs, upto=cyc, seen=state.get("seen")),
@@ -92,7 +108,7 @@ def paint(state, cycle=None, node=None) -> dict:
 
 
 def beat_record(state, cycle):
-    recs = state.get("records") or []
+    recs = shown(state)
     if not recs:
         return None
     try:
@@ -121,7 +137,7 @@ class LensTab:
     def build(self, st0: dict, state):
         """The components, painted with `st0` (a recorded run) so the first screen needs no round trip."""
         self.state = state
-        c0 = first_cycle(st0["records"])
+        c0 = first_cycle(shown(st0))
         first = paint(dict(st0), cycle=c0)
         # the cycle first: the buttons, the status, the text (left) and Play and the tree (right) share the first
         # screen; the settings a lesson does not touch fold away below the text
@@ -134,8 +150,8 @@ class LensTab:
         return self
 
     def build_controls(self, first: dict):
-        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)", value=EXAMPLES[0], lines=2,
-                                 max_lines=4, elem_id="el-prompt")
+        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters, {MAX_PROMPT_TOKENS:,} tokens)",
+                                 value=EXAMPLES[0], lines=2, max_lines=4, elem_id="el-prompt")
         with gr.Row(elem_id="el-buttons"):
             self.step_btn = gr.Button("Step", variant="secondary", elem_id="el-step", min_width=70)
             self.run_btn = gr.Button("Run", variant="primary", elem_id="el-run", min_width=70)
@@ -169,7 +185,7 @@ class LensTab:
         self.settings = [getattr(self, n) for n in SETTING_NAMES]   # the API's input order
 
     def build_views(self, st0, c0, first: dict):
-        n0 = len(st0["records"])
+        n0 = len(shown(st0))
         self.cycle = gr.Slider(0, max(1, n0 - 1), value=c0, step=1, label="Cycle (go back to any earlier cycle)",
                                elem_id="el-cycle")
         with gr.Row(elem_id="el-play-row"):
@@ -180,7 +196,7 @@ class LensTab:
         self.beat_md = gr.Markdown("Play shows this cycle as it happens: draft, one verify pass, accept.",
                                    elem_id="el-beat")
         self.tree = gr.Plot(first["tree"], label="Draft tree", elem_id="el-tree")
-        last0 = st0["records"][c0] if n0 else None
+        last0 = shown(st0)[c0] if n0 else None
         self.node = gr.Dropdown(label="Node to inspect (draft q vs target p)", choices=views.node_choices(last0),
                                 value=views.default_node(last0), interactive=True, allow_custom_value=True)
         self.click = gr.Textbox(elem_id="el-click", show_label=False, container=False)
@@ -206,7 +222,7 @@ class LensTab:
     def render_streaming(self, state, status, with_tree: bool) -> dict:
         """A Run's intermediate update: the text, the cards and the cycle slider (and now and then the tree); the
         heavier figures are drawn once, when the Run ends or stops, so the browser keeps up and Stop gets through."""
-        recs = state.get("records") or []
+        recs = shown(state)
         n = len(recs)
         out = {self.text: text_panel(state), self.cards: views.stats_html(recs, seen=state.get("seen")),
                self.cycle: gr.update(maximum=max(1, n - 1), value=max(n - 1, 0), interactive=False),
@@ -257,6 +273,8 @@ class LensTab:
                 yield from self.step_cycle(state, ent, notice)
         except Finished as exc:
             yield self.message(state, f"ℹ️ {exc}", icon="")
+        except Stopped as exc:
+            yield self.message(state, f"{exc} Step or Run starts it again.", icon="")
         except (UserError, ValueError) as exc:   # the engine's messages for bad configs/prompts are for users
             yield self.message(state, str(exc))
         except GeneratorExit:   # the page went away
@@ -268,14 +286,20 @@ class LensTab:
                 SESSIONS.release(ent)
 
     def step_cycle(self, state, ent, notice):
+        """One cycle; Stop while it waits for its turn ends it without one (at once: it leaves the queue)."""
         dec = ent.decoder
         ticket = yield from model_turn(lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                       needs_lock=not isinstance(dec, generation.Replay))
+                                       needs_lock=not isinstance(dec, generation.Replay), cancel=ent.stop)
         try:
-            recs = generation.advance(dec, 1)
+            recs = [] if ticket is CANCELLED or ent.stop.is_set() or ent.decoder is not dec else \
+                generation.advance(dec, 1)
         finally:
             release_turn(ticket)
-        state["records"] = state["records"] + recs
+        if not recs and ent.stop.is_set():
+            yield self.render(state, status=status_line(state, "Stopped before the Step's cycle."))
+            return
+        state["records"] = generation.bounded(state["records"] + recs)
+        generation.bound_decoder(dec)          # (advance does it too; any other way of stepping it must)
         yield self.render(state, status=status_line(state, notice))
 
     def run_cycles(self, state, ent, notice):
@@ -298,7 +322,8 @@ class LensTab:
                 release_turn(ticket)      # give the turn back before drawing
             if not recs:       # stopped, reset or freed meanwhile: never spin on a decoder that does not move
                 break
-            state["records"] = state["records"] + recs
+            state["records"] = generation.bounded(state["records"] + recs)
+            generation.bound_decoder(dec)
             now = time.perf_counter()
             state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (now - t_start)]
             if not dec.done and now - pushed_text >= STREAM_TEXT_S:
@@ -313,8 +338,10 @@ class LensTab:
         yield self.render(state, status=status_line(state, (notice + "  \n" if notice else "") + end))
 
     def on_stop(self, state):
+        """Ends a Run after the cycle in progress; a Step waiting for its turn (or a generation being decoded in
+        one go) at once."""
         ent = SESSIONS.get(state.get("sid"))
-        if ent is None or ent.running != "run":
+        if ent is None or ent.running not in ("run", "step"):
             return {self.status: "Nothing is running."}
         ent.stop.set()
         return {self.status: "Stopping after the cycle in progress…"}
@@ -345,14 +372,18 @@ class LensTab:
         return {getattr(self, k): gr.update(interactive=v) for k, v in control_states(shape, tree_kind).items()}
 
     # ------------------------------------------------------------------------- Play (no model work)
-    def on_play(self, state, cycle):
-        """The shown cycle in beats (it replays the record): draft level by level, verify, accept."""
+    async def on_play(self, state, cycle, request: gr.Request = None):
+        """The shown cycle in beats (it replays the record): draft level by level, verify, accept. Asynchronous:
+        between beats it waits on the event loop, holding no worker thread (at most PLAY_LIMIT play at once)."""
         rec = beat_record(state, cycle)
         if rec is None:
             yield {self.beat_md: "Nothing to play yet: press Step first.", self.state: state}
             return
+        if is_slim(rec):
+            yield {self.beat_md: dropped_note(rec), self.state: state}
+            return
         try:
-            flag = SESSIONS.session(state).playing
+            flag = SESSIONS.session(state, getattr(request, "session_hash", None)).playing
         except Busy as exc:
             yield {self.beat_md: f"❌ {exc}", self.state: state}
             return
@@ -363,9 +394,10 @@ class LensTab:
             if not flag.is_set():
                 return
             state["beat"] = b
-            yield {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
+            fig = await anyio.to_thread.run_sync(beat_figure, rec, b)    # drawing: a worker for just that
+            yield {self.tree: fig, self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
             if b < n - 1:
-                time.sleep(BEAT_SECONDS)
+                await asyncio.sleep(BEAT_SECONDS)
         state["beat"] = None
         flag.clear()
 
@@ -380,6 +412,8 @@ class LensTab:
         rec = beat_record(state, cycle)
         if rec is None:
             return {self.beat_md: "Nothing to show yet: press Step first.", self.state: state}
+        if is_slim(rec):
+            return {self.beat_md: dropped_note(rec), self.state: state}
         ent = SESSIONS.get(state.get("sid"))
         if ent is not None:
             ent.playing.clear()
@@ -409,8 +443,8 @@ class LensTab:
         self.node.input(self.on_view, [state, self.cycle, self.node], self.outs, api_name="view_node")
         self.click_btn.click(self.on_click, [state, self.cycle, self.click], self.outs, api_visibility="private")
         beat_outs = [self.tree, self.beat_md, state]
-        self.play_btn.click(self.on_play, [state, self.cycle], beat_outs, api_name="play", concurrency_limit=None,
-                            show_progress="hidden")
+        self.play_btn.click(self.on_play, [state, self.cycle], beat_outs, api_name="play", concurrency_id="play",
+                            concurrency_limit=PLAY_LIMIT, show_progress="hidden")
         self.pause_btn.click(self.on_pause, [state], [self.beat_md], api_name="pause", concurrency_limit=None)
         self.beat_prev.click(lambda s, c: self.on_beat(s, c, -1), [state, self.cycle], beat_outs,
                              api_name="beat_prev", concurrency_limit=None)

@@ -93,12 +93,19 @@ def server_stats() -> dict:
             "model_turns": MODEL_LOCK.holds}
 
 
+def state_ttl() -> float:
+    """How long gradio keeps a page's state after its last change (the tab still open, or an API client that
+    never closes): twice the sessions' idle timeout, so a student back after the decoder was freed is still told
+    so (`ensure_decoder`), and then it goes too (drop_session frees any entry it still names)."""
+    return 2 * SESSIONS.idle_timeout
+
+
 def build_demo() -> gr.Blocks:
     st0 = initial_state()
     # the model is shared through MODEL_LOCK, one cycle at a time; these handlers only wait their turn
     model_kw = dict(concurrency_id="model", concurrency_limit=SESSIONS.max_sessions)
     with gr.Blocks(title="EAGLE Lens") as demo:
-        state = gr.State(st0, delete_callback=drop_session)
+        state = gr.State(st0, time_to_live=state_ttl(), delete_callback=drop_session)
         with gr.Row(elem_id="el-header"):
             gr.Markdown(HEADER, elem_id="el-title")
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200,

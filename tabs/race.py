@@ -16,13 +16,14 @@ import gradio as gr
 import views
 import views.race as vrace
 from eagle_core.serving import generation, race
-from eagle_core.serving.errors import UserError
+from eagle_core.serving.errors import Stopped, UserError
 from eagle_core.serving.gpu import PRECOMPUTE, ZERO_GPU, gpu
 from eagle_core.serving.loading import MODEL
+from eagle_core.serving.sessions import SESSIONS, Session
 from eagle_core.serving.turns import one_turn, queue_note
 from views.common import empty_figure
 
-from .common import Settings, unexpected
+from .common import Settings, shown, unexpected
 
 
 # ----------------------------------------------------------------------------- pure helpers (no components)
@@ -62,9 +63,11 @@ IDLE = ("Race: the same prompt and settings decoded plainly and with EAGLE at th
 
 @dataclasses.dataclass
 class RaceRun:
-    """A Race in progress in one browser tab: its Stop flag, and whether Reset (not Stop) ended it."""
+    """A Race in progress in one browser tab: its Stop flag, whether Reset (not Stop) ended it, and its entry in
+    the session store (its decoders count among the server's sessions; closing the tab sets its Stop)."""
     stop: threading.Event = dataclasses.field(default_factory=threading.Event)
     reset: bool = False
+    entry: Session | None = None
 
 
 def lane_views(lanes) -> list[dict]:
@@ -89,7 +92,7 @@ class RaceView:
         # the rules, with the board's CSS (a page-wide <style>: presenter mode's body class reaches it), drawn once
         gr.HTML(vrace.rules_html(), elem_id="el-race-rules")
         self.race_msg = gr.HTML(vrace.race_idle_html(IDLE), elem_id="el-race-board")
-        self.race = gr.Plot(views.race_figure(st0["race_eagle"], st0["plain"]), label="Race: the summary",
+        self.race = gr.Plot(views.race_figure(shown(st0, "race_eagle"), shown(st0, "plain")), label="Race: the summary",
                             elem_id="el-race-plot")
         return self
 
@@ -139,7 +142,11 @@ class RaceView:
                 gr.Info("A Race is already running in this tab: ■ Stop the Race ends it.")
                 yield {self.state: state}
                 return
+            sid, run.entry = SESSIONS.open("race", getattr(request, "session_hash", None))   # Busy when full
+            run.entry.stop = run.stop            # Stop, Reset, or the tab closing (drop_hash) end the Race
             yield from self.race_lanes(state, run, dataclasses.replace(cfg, record_topk=0), s.shift, prompt)
+        except Stopped:
+            yield msg(vrace.race_idle_html("■ Stopped before both generations were computed. " + IDLE))
         except (UserError, ValueError) as exc:
             yield msg(vrace.race_idle_html(f"❌ {exc}"))
         except GeneratorExit:
@@ -148,6 +155,8 @@ class RaceView:
             yield msg(vrace.race_idle_html(f"❌ Race failed ({unexpected(exc)})."))
         finally:
             if run is not None:
+                if run.entry is not None:
+                    SESSIONS.drop(sid)
                 self.release(key, run)
 
     def race_lanes(self, state, run: RaceRun, cfg, shift: str, prompt: str):
@@ -158,7 +167,9 @@ class RaceView:
                 "⏳ Starting both decoders…")
         yield {self.race: empty_figure("The Race is on: its summary appears here when both finish"),
                self.race_msg: vrace.race_board_html([dict(name=race.PLAIN), dict(name=race.EAGLE)], n, prompt, mode)}
-        lanes = race.make_lanes(cfg, shift, prompt)
+        lanes = race.make_lanes(cfg, shift, prompt, cancel=run.stop)
+        if run.entry is not None:
+            run.entry.decoder = lanes            # counted among the server's decoders while the Race runs
         running = ("Replaying both generations in turns, at the engine's pace." if recorded else
                    "Racing: one cycle per turn; Stop ends it within one cycle.")
         board = lambda status="", result="": vrace.race_board_html(lane_views(lanes), n, prompt, status, result)  # noqa: E731

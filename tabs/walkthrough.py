@@ -14,7 +14,7 @@ from eagle_core.serving.turns import model_turn, queue_note, release_turn
 from views.walkthrough import STEPS, pick_cycle, step_markdown, step_settings, walk_figure
 
 from .ambiguity import _ambiguity
-from .common import DEFAULT_PRESET, SETTING_NAMES, TRACE, TRACES, Settings, unexpected
+from .common import DEFAULT_PRESET, SETTING_NAMES, TRACE, TRACES, Settings, trace_name, unexpected
 from .lens import trace_meta
 
 
@@ -150,8 +150,8 @@ class WalkthroughTab:
             rec, node, _ = pick_cycle(i, recs)
             c = recs.index(rec) if rec is not None else len(recs) - 1
             state = dict(state or {})
-            state.update(records=recs, prompt=t.get("prompt", s.prompt), source="trace", seen=None,
-                         trace_meta=trace_meta(t))
+            state.update(records=None, trace=trace_name(t), prompt=t.get("prompt", s.prompt), source="trace",
+                         seen=None, trace_meta=trace_meta(t))       # the recorded run by name, not a copy
             yield out | self.lens.render(state, c, node, status=(
                 f"Step {name}'s settings, with its recorded run (cycle {recs[c]['cycle']}, the walkthrough's "
                 f"figure). Step or Run decodes them live."))

@@ -185,6 +185,7 @@ MARKS = {
     "test_app.py::test_a_step_answers_while_another_session_runs": ("serial",),
     "test_app.py::test_stop_ends_a_run_within_a_cycle": ("serial",),
     "test_app.py::test_stop_while_waiting_for_the_model": ("serial",),
+    "test_app.py::test_stop_ends_a_step_waiting_for_the_model": ("serial",),
     "test_app.py::test_waiting_student_sees_the_queue": ("serial",),
 }
 

@@ -584,3 +584,130 @@ def test_a_second_step_in_the_same_tab_does_not_replace_the_first(client):
         MODEL_LOCK.cancel(ticket)                             # a granted ticket: gives the turn back
     out = first.result()
     assert "Cycle 1" in plot(out[3])["layout"]["title"]["text"] and not out[8].startswith("❌")
+
+
+# ----------------------------------------------------------------------------- staying bounded (issue 37, point 5)
+@pytest.fixture(scope="module")
+def demo():
+    return app.build_demo()
+
+
+def test_the_page_state_is_small_and_expires(demo):
+    """gradio deep-copies a gr.State's initial value into every session and keeps a session's state until its
+    time_to_live: the recorded run the page shows first is named in the state, not copied (every session's copy
+    is small), and the state expires some time after the sessions' idle timeout (an API client never closes its
+    tab). The page still paints the recorded run from it."""
+    import copy
+    import math
+    import pickle
+
+    import gradio as gr
+    st = next(b for b in demo.blocks.values() if isinstance(b, gr.State))
+    size = len(pickle.dumps(copy.deepcopy(st.value)))
+    assert size < 10_000, f"every session deep-copies {size:,} bytes of page state"
+    assert SESSIONS.idle_timeout < st.time_to_live < math.inf, st.time_to_live
+    state = copy.deepcopy(st.value)
+    c0 = lens_tab.first_cycle(lens_tab.shown(state))
+    page = lens_tab.paint(state, cycle=c0)
+    assert c0 > 0 and "Recorded example" in page["text"] and "el-tok" in page["text"]
+    assert "accepted path" in [t.name for t in page["tree"].data]
+
+
+def test_the_prompt_is_capped_in_tokens(client):
+    """The prompt's cap is in tokens of the rendered prompt: 840 characters of CJK (under the character cap) are
+    some 1,700 tokens, one long prefill that everyone else would wait behind. Step and Race say the cap and the
+    count."""
+    prompt = "汉字" * 420
+    n = len(app.MODEL.target.render_prompt(prompt))
+    out = step(client, prompt=prompt)
+    assert out[8].startswith("❌") and f"{n:,} tokens" in out[8], out[8]
+    cap = generation.MAX_PROMPT_TOKENS
+    assert len(prompt) < generation.MAX_PROMPT_CHARS and n > cap and f"limit is {cap:,} tokens" in out[8]
+    fig, board = client.predict(prompt, True, *cfg(max_new=4), api_name="/race")
+    assert f"limit is {cap:,} tokens" in board
+    assert not step(client)[8].startswith("❌")                  # still usable
+
+
+def test_old_cycles_keep_their_text_and_statistics_not_their_tree(client):
+    """A Run with an 80-node dynamic tree: the session keeps every node and distribution of its last KEEP_DETAIL
+    cycles only (its decoder and its page state); an older cycle still shows in the text and the statistics, and
+    its figures say its tree was not kept; the latest cycles draw in full."""
+    final = client.submit(PROMPT, True, *cfg(tree_kind="dynamic (EAGLE-2)", depth=8, top_k=10, total=80, max_new=48),
+                          api_name="/run").result()
+    assert "finished" in final[8], final[8]
+    got = client.predict(api_name="/session_tokens")
+    k = getattr(generation, "KEEP_DETAIL", 16)
+    dec = SESSIONS.get(got["sid"]).decoder
+    assert len(dec.cycles) == got["cycles"] > k + 2
+    assert max(len(r.nodes) for r in dec.cycles[-k:]) > 40
+    assert all(len(r.nodes) == 1 + r.accept_length and not r.residual_topk for r in dec.cycles[1:-k]), \
+        [len(r.nodes) for r in dec.cycles]
+    stats = plot(final[7])
+    assert next(t for t in stats["data"] if t["name"] == "EAGLE tokens")["y"][-1] == len(got["token_ids"])
+    assert "data-cycle='1'" in final[0]                          # the oldest cycles are in the text
+    old = client.predict(1, api_name="/view_cycle")
+    assert "was not kept" in json.dumps(plot(old[3])) and old[4]["choices"] == []
+    assert "data-cycle='1'" in old[0] and "τ" in old[1]
+    fig, cap = client.predict(1, api_name="/beat_next")
+    assert "was not kept" in cap
+    new = client.predict(got["cycles"] - 1, api_name="/view_cycle")
+    assert "accepted path" in trace_names(new[3]) and new[4]["choices"]
+
+
+def test_play_waits_between_beats_without_a_worker_thread(demo, monkeypatch):
+    """/play animates a cycle with a pause between beats: it waits on the event loop (an async generator), not
+    in a worker thread per request, and at most PLAY_LIMIT play at once (more queue); many Plays at once take
+    about one Play's time."""
+    import asyncio
+    import inspect
+    fn = next(f for f in demo.fns.values() if f.api_name == "play")
+    assert fn.concurrency_limit is not None and fn.concurrency_limit <= SESSIONS.max_sessions, fn.concurrency_limit
+    assert inspect.isasyncgenfunction(fn.fn), "each Play holds a worker thread while it sleeps between beats"
+    lens = fn.fn.__self__
+    monkeypatch.setattr(lens_tab, "BEAT_SECONDS", 0.2)
+    states = [lens_tab.initial_state() for _ in range(12)]
+    cycle = lens_tab.first_cycle(lens_tab.shown(states[0]))
+
+    async def play_all():
+        async def one(st):
+            return [u async for u in lens.on_play(st, cycle)]
+        return await asyncio.gather(*[one(st) for st in states])
+    t0 = time.perf_counter()
+    outs = asyncio.run(play_all())
+    took = time.perf_counter() - t0
+    try:
+        beats = len(outs[0])
+        assert beats > 3 and all(len(o) == beats for o in outs)
+        assert took < 0.2 * beats + 3, f"12 Plays took {took:.1f} s, one takes {0.2 * (beats - 1):.1f} s"
+    finally:
+        for st in states:
+            SESSIONS.drop(st.get("sid"))
+
+
+def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles):
+    """A Step queued behind another student's cycle: Stop ends it at once (it leaves the queue), no cycle run."""
+    from eagle_core.serving.turns import MODEL_LOCK
+    slow_cycles[0] = 2.0
+    a, b = Client(url, verbose=False), Client(url, verbose=False)
+    step(b)                                                   # b's prefill
+    cycles_b = b.predict(api_name="/session_tokens")["cycles"]
+    job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
+    try:
+        wait_outputs(job_a, 1, limit=10)
+        job_b = b.submit(PROMPT, True, *cfg(), api_name="/step")
+        t0 = time.time()
+        while not any("Waiting for the shared model" in str(o[8]) for o in job_b.outputs()) and time.time() - t0 < 10:
+            time.sleep(0.02)
+        assert MODEL_LOCK.waiting() == 1, "the Step is not queued"
+        t0 = time.time()
+        b.predict(api_name="/stop")
+        job_b.result()
+        took = time.time() - t0
+        assert "Stopped" in str(job_b.outputs()[-1][8]) and took < slow_cycles[0], \
+            (took, [o[8] for o in job_b.outputs()][-2:])
+        assert b.predict(api_name="/session_tokens")["cycles"] == cycles_b
+        assert MODEL_LOCK.waiting() == 0 and not job_a.done()
+    finally:
+        if not job_a.done():
+            a.predict(api_name="/stop")
+            job_a.result()

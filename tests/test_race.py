@@ -325,3 +325,23 @@ def test_race_stop_and_a_second_race(client):
     # the tab is free again: a new Race runs to its end
     outs = finish(client.submit("How can I learn Python?", True, *cfg(max_new=6), api_name="/race"))
     assert "Measured:" in outs[-1][1]
+
+
+@pytest.mark.slow
+def test_a_race_counts_among_the_sessions(client):
+    """A Race's two decoders are counted in the session store (its stats and its cap) while it runs, and freed
+    when it ends."""
+    from eagle_core.serving.sessions import SESSIONS
+    from servers import cfg
+    before = SESSIONS.stats()
+    job = client.submit("How can I learn Python?", True, *cfg(max_new=400), api_name="/race")
+    t0 = time.time()
+    while not any("'running'" in o[1] for o in job.outputs()) and time.time() - t0 < 60:
+        time.sleep(0.05)
+    during = SESSIONS.stats()
+    client.predict(api_name="/race_stop")
+    finish(job, 30)
+    after = SESSIONS.stats()
+    assert (during["sessions"], during["decoders"]) == (before["sessions"] + 1, before["decoders"] + 2), (before, during)
+    assert during["running"] == before["running"] + 1
+    assert (after["sessions"], after["decoders"]) == (before["sessions"], before["decoders"]), (before, after)
