@@ -16,7 +16,8 @@ from eagle_core.serving.errors import Busy, Finished, Stopped, UserError
 from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, committed_tokens, \
     ensure_decoder, is_slim
 from eagle_core.serving.sessions import SESSIONS
-from eagle_core.serving.turns import CANCELLED, model_turn, queue_note, release_turn
+from eagle_core.serving.rounds import cycle_turn
+from eagle_core.serving.turns import CANCELLED, queue_note
 from views.beats import beat_caption, beat_count, beat_figure
 
 from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, limit_slider, normalise, \
@@ -288,13 +289,10 @@ class LensTab:
     def step_cycle(self, state, ent, notice):
         """One cycle; Stop while it waits for its turn ends it without one (at once: it leaves the queue)."""
         dec = ent.decoder
-        ticket = yield from model_turn(lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                       needs_lock=not isinstance(dec, generation.Replay), cancel=ent.stop)
-        try:
-            recs = [] if ticket is CANCELLED or ent.stop.is_set() or ent.decoder is not dec else \
-                generation.advance(dec, 1)
-        finally:
-            release_turn(ticket)
+        recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
+                                     cancel=ent.stop)
+        if recs is CANCELLED or ent.decoder is not dec:   # stopped while waiting, or Reset meanwhile
+            recs = []
         if not recs and ent.stop.is_set():
             yield self.render(state, status=status_line(state, "Stopped before the Step's cycle."))
             return
@@ -312,14 +310,10 @@ class LensTab:
         while not dec.done:
             if ent.stop.is_set() or ent.decoder is not dec:   # Stop, Reset, or the tab closed meanwhile
                 break
-            ticket = yield from model_turn(lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                           needs_lock=not isinstance(dec, generation.Replay), cancel=ent.stop)
-            if ticket is CANCELLED:
+            recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
+                                         cancel=ent.stop)      # this cycle in the next round it fits in
+            if recs is CANCELLED or ent.decoder is not dec:
                 break
-            try:
-                recs = [] if ent.stop.is_set() or ent.decoder is not dec else generation.advance(dec, 1)
-            finally:
-                release_turn(ticket)      # give the turn back before drawing
             if not recs:       # stopped, reset or freed meanwhile: never spin on a decoder that does not move
                 break
             state["records"] = generation.bounded(state["records"] + recs)

@@ -10,6 +10,7 @@ import traceback
 import gradio as gr
 
 from eagle_core.serving.loading import MODEL
+from eagle_core.serving.rounds import LOOP
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import MODEL_LOCK
 from views.page import CSS, PAGE_JS, PRESENTER_JS
@@ -90,7 +91,8 @@ def server_stats() -> dict:
     except (OSError, StopIteration, ValueError):
         pass
     return {"rss_mb": round(rss, 1), **SESSIONS.stats(), "waiting": MODEL_LOCK.waiting(),
-            "model_turns": MODEL_LOCK.holds}
+            "model_turns": MODEL_LOCK.holds, "rounds": LOOP.rounds, "last_round": LOOP.last,
+            "waiting_for_a_round": LOOP.waiting()}
 
 
 def state_ttl() -> float:

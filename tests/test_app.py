@@ -336,13 +336,19 @@ def test_walkthrough_figure_is_labelled_recorded_or_live():
 def slow_cycles(monkeypatch):
     """Each model cycle takes `delay[0]` s longer (a real model's order of magnitude), inside its model turn, so
     the timing across sessions is measurable with the tiny target."""
+    from eagle_core.decoding import batch
     delay = [0.04]
-    real = generation.advance
+    real, real_round = generation.advance, batch.step_together
 
     def slow(dec, n=1):
         time.sleep(delay[0])
         return real(dec, n)
+
+    def slow_round(decs, shapes=None):      # a round of the engine loop (serving/rounds.py): one cycle each
+        time.sleep(delay[0])
+        return real_round(decs, shapes)
     monkeypatch.setattr(generation, "advance", slow)
+    monkeypatch.setattr(batch, "step_together", slow_round)
     return delay
 
 
@@ -483,11 +489,11 @@ def test_only_applicable_controls_are_enabled():
 
 
 def test_stop_while_waiting_for_the_model(url, slow_cycles):
-    """A second Run queues behind the first one's cycle: it says so, its ticket waits in the model's queue and its
-    decoder has run no cycle. Stop ends it while it waits: it leaves the queue before the cycle it waited
+    """A second Run queues behind the first one's round: it says so, its request waits in the engine loop's queue
+    and its decoder has run no cycle. Stop ends it while it waits: it leaves the queue before the cycle it waited
     behind is over (a stopped Run does not wait for its turn first), never runs a cycle, and the first Run goes
     on."""
-    from eagle_core.serving.turns import MODEL_LOCK
+    from eagle_core.serving.rounds import LOOP
     slow_cycles[0] = 2.0                                      # a's cycles: b's turn is up to 2 s away
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
@@ -503,7 +509,7 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles):
         assert waits, "the second Run never waited for the model"
         assert "1 request ahead of you" in waits[-1], waits[-1]            # behind a's cycle, nobody else
         ent_b = next(e for e in list(SESSIONS.entries.values()) if e.running == "run" and e is not ent_a)
-        assert MODEL_LOCK.waiting() == 1 and ent_b.decoder.cycles == [], "the second Run is not queued"
+        assert LOOP.waiting() == 1 and ent_b.decoder.cycles == [], "the second Run is not queued"
         a_cycles = len(ent_a.decoder.cycles)
         t0 = time.time()
         b.predict(api_name="/stop")
@@ -512,7 +518,7 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles):
         assert "Stopped" in job_b.outputs()[-1][8] and took < slow_cycles[0], \
             f"Stop took {took:.2f} s while queued (a cycle of the other Run takes {slow_cycles[0]} s)"
         assert len(ent_a.decoder.cycles) == a_cycles, "the stopped Run waited for the cycle in progress to end"
-        assert ent_b.decoder.cycles == [] and ent_b.running is None and MODEL_LOCK.waiting() == 0
+        assert ent_b.decoder.cycles == [] and ent_b.running is None and LOOP.waiting() == 0
         assert not job_a.done(), "the first Run must go on"
     finally:                                                  # pass or fail, no Run is left holding the model
         for c, job in ((b, job_b), (a, job_a)):
@@ -686,7 +692,7 @@ def test_play_waits_between_beats_without_a_worker_thread(demo, monkeypatch):
 
 def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles):
     """A Step queued behind another student's cycle: Stop ends it at once (it leaves the queue), no cycle run."""
-    from eagle_core.serving.turns import MODEL_LOCK
+    from eagle_core.serving.rounds import LOOP
     slow_cycles[0] = 2.0
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     step(b)                                                   # b's prefill
@@ -698,7 +704,7 @@ def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles):
         t0 = time.time()
         while not any("Waiting for the shared model" in str(o[8]) for o in job_b.outputs()) and time.time() - t0 < 10:
             time.sleep(0.02)
-        assert MODEL_LOCK.waiting() == 1, "the Step is not queued"
+        assert LOOP.waiting() == 1, "the Step is not queued"
         t0 = time.time()
         b.predict(api_name="/stop")
         job_b.result()
@@ -706,7 +712,7 @@ def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles):
         assert "Stopped" in str(job_b.outputs()[-1][8]) and took < slow_cycles[0], \
             (took, [o[8] for o in job_b.outputs()][-2:])
         assert b.predict(api_name="/session_tokens")["cycles"] == cycles_b
-        assert MODEL_LOCK.waiting() == 0 and not job_a.done()
+        assert LOOP.waiting() == 0 and not job_a.done()
     finally:
         if not job_a.done():
             a.predict(api_name="/stop")

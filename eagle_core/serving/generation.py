@@ -11,7 +11,8 @@ from .errors import Finished, Stopped, UserError
 from .gpu import PRECOMPUTE, ZERO_GPU, gpu
 from .loading import MODEL
 from .sessions import Session
-from .turns import model_turn, one_turn, release_turn
+from .rounds import cycle_turn
+from .turns import one_turn
 
 MAX_PROMPT_CHARS = 4000
 # The prompt as the model sees it (chat template included), in tokens: its prefill is one model turn that every
@@ -27,6 +28,8 @@ KEEP_DETAIL = 16
 class Replay:
     """A generation decoded in one go (PRECOMPUTE), revealed cycle by cycle like a live decoder: a cycle no
     sooner than its engine time after the previous one, so a Run streams at the decoder's pace and Stop ends it."""
+
+    replayed = True    # runs nothing on the model: no model turn (serving/rounds.cycle_turn)
 
     def __init__(self, records: list):
         self.records, self.next, self.shown = records, 0, time.perf_counter()
@@ -177,11 +180,8 @@ def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
     dec = new_decoder(cfg, shift, prompt)
     last = time.perf_counter()
     while not dec.done:
-        ticket = yield from model_turn(waiting)
-        try:
-            dec.step()
-        finally:
-            release_turn(ticket)
+        yield from cycle_turn(dec, waiting)      # in the engine loop's next round (serving/rounds.py)
+        bound_decoder(dec)
         if progress is not None and time.perf_counter() - last > 0.5:
             last = time.perf_counter()
             yield progress(dec.cycles)

@@ -13,6 +13,7 @@ import time
 import traceback
 
 from .errors import UserError
+from .gpu import PRECOMPUTE, ZERO_GPU
 
 log = logging.getLogger("eagle_lens")
 RANDOM_NOTICE = "Trained heads not found, using a random head: drafting is poor, verification stays exact."
@@ -112,6 +113,11 @@ def load_model(target_spec: str | None = None, head_spec: str = "shifted", model
         target = tiny_target() if target_spec in ("tiny", "tiny-random") else load_target(
             None if target_spec in (None, "", "embedded") else target_spec)
         model.heads, model.notice = load_heads(target, head_spec)
+        if not (ZERO_GPU or PRECOMPUTE):   # the engine loop's pass costs (serving/rounds.py), before the first class
+            from .rounds import LOOP
+            t0 = time.time()
+            LOOP.budget(target)
+            log.warning("pass costs for trees sized by the load measured in %.1fs", time.time() - t0)
         model.target, model.status = target, "ready"
     except Exception as exc:  # shown on the page, never as a trace
         traceback.print_exc()

@@ -21,7 +21,8 @@ from ..bench.metrics import cycle_seconds
 from .generation import as_dicts, new_decoder, precomputed, slim, trim_history
 from .gpu import PRECOMPUTE, ZERO_GPU
 from .loading import MODEL
-from .turns import CANCELLED, model_turn, release_turn
+from .rounds import cycle_turn
+from .turns import CANCELLED, model_turn
 
 PLAIN, EAGLE = "plain", "EAGLE"
 
@@ -115,13 +116,17 @@ def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
             return "finished"
         if cancel is not None and cancel.is_set():
             break
-        ticket = yield from model_turn(waiting, needs_lock=lane.live, cancel=cancel)
-        if ticket is CANCELLED:
-            break
-        try:
+        if lane.live:      # in the engine loop's next round, beside the other students' cycles
+            got = yield from cycle_turn(lane.decoder, waiting, cancel=cancel)
+            if got is CANCELLED or not got:
+                break
+            rec = got[0]
+            trim_history(lane.decoder.cycles)
+        else:
+            ticket = yield from model_turn(waiting, needs_lock=False, cancel=cancel)
+            if ticket is CANCELLED:
+                break
             rec = lane.step()
-        finally:
-            release_turn(ticket)
         rec = slim(lane.named(rec))          # the board reads the text and counters only: no tree is kept
         lane.records.append(rec)
         lane.seconds += cycle_seconds(rec)

@@ -158,13 +158,15 @@ def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None):
     meanwhile; returns [record dict] (or [] when the decoder is done), or CANCELLED when `cancel` was set while
     it waited. A Replay, or any decoder under ZeroGPU, takes a model turn of its own as before."""
     from ..decoding.engine import EagleDecoder
-    from .generation import advance
     if ZERO_GPU or not isinstance(dec, EagleDecoder):
-        ticket = yield from model_turn(waiting, needs_lock=isinstance(dec, EagleDecoder), cancel=cancel)
+        ticket = yield from model_turn(waiting, needs_lock=not getattr(dec, "replayed", False), cancel=cancel)
         if ticket is CANCELLED:
             return CANCELLED
         try:
-            return advance(dec, 1)
+            if dec is None or dec.done or (cancel is not None and cancel.is_set()):
+                return []
+            rec = dec.step()
+            return [rec if isinstance(rec, dict) else dataclasses.asdict(rec)]
         finally:
             release_turn(ticket)
     if dec.done:
@@ -175,9 +177,9 @@ def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None):
         while not req.done.wait(POLL_S):
             if cancel is not None and cancel.is_set() and LOOP.withdraw(req):
                 return CANCELLED
-            if waiting is not None and time.perf_counter() - last >= REPORT_S and not req.started:
-                last = time.perf_counter()
-                yield waiting(LOOP.ahead(req) + MODEL_LOCK.waiting(), last - t0)
+            if waiting is not None and time.perf_counter() - last >= REPORT_S:
+                last = time.perf_counter()     # behind the round in progress, or in one that waits for the model
+                yield waiting((0 if req.started else LOOP.ahead(req)) + MODEL_LOCK.waiting(), last - t0)
     except BaseException:                  # the page went away while waiting: leave the queue
         LOOP.withdraw(req)
         raise
