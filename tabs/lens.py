@@ -13,7 +13,7 @@ import gradio as gr
 import views
 from eagle_core.serving import generation
 from eagle_core.serving.errors import Busy, Finished, Stopped, UserError
-from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, committed_tokens, \
+from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_TOKENS, committed_tokens, \
     ensure_decoder, is_slim
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.rounds import cycle_turn
@@ -151,7 +151,7 @@ class LensTab:
         return self
 
     def build_controls(self, first: dict):
-        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters, {MAX_PROMPT_TOKENS:,} tokens)",
+        self.prompt = gr.Textbox(label=f"Prompt (up to {MAX_PROMPT_TOKENS:,} tokens)",
                                  value=EXAMPLES[0], lines=2, max_lines=4, elem_id="el-prompt")
         with gr.Row(elem_id="el-buttons"):
             self.step_btn = gr.Button("Step", variant="secondary", elem_id="el-step", min_width=70)
