@@ -12,7 +12,7 @@ from .gpu import PRECOMPUTE, ZERO_GPU, gpu
 from .loading import MODEL
 from .sessions import Session
 from .rounds import cycle_turn
-from .turns import one_turn
+from .turns import CANCELLED
 
 MAX_PROMPT_CHARS = 4000
 # The prompt as the model sees it (chat template included), in tokens: its prefill is one model turn that every
@@ -139,15 +139,20 @@ def decode_all(cfg, shift: str, prompt: str) -> list:
 
 
 def decode_cycle_by_cycle(cfg, shift: str, prompt: str, cancel=None) -> list:
-    """A whole generation, blocking, but one cycle per model turn: the lock is held for one cycle at a time,
-    as it promises, so other sessions interleave (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU). Raises Stopped
-    when `cancel` (a threading.Event: Stop) is set, before the next cycle."""
+    """A whole generation, blocking, one cycle per round of the engine loop (serving/rounds.py), so other
+    sessions share its passes (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU, a Race's lanes). Raises Stopped when
+    `cancel` (a threading.Event: Stop) is set, at the next round."""
     dec = new_decoder(cfg, shift, prompt)
     while not dec.done:
         if cancel is not None and cancel.is_set():
             raise Stopped("Stopped before the generation was computed.")
-        with one_turn():
-            dec.step()
+        turn = cycle_turn(dec, None, cancel)
+        try:
+            while True:
+                next(turn)
+        except StopIteration as end:
+            if end.value is CANCELLED:
+                raise Stopped("Stopped before the generation was computed.") from None
     return as_dicts(dec.cycles)
 
 
