@@ -82,6 +82,25 @@ def test_a_round_is_each_generation_alone_bit_for_bit(exact):
     assert shared and all(r.pass_rows > len(r.nodes) for r in shared)
 
 
+def test_a_round_drafts_every_tree_in_packed_head_forwards(exact, monkeypatch):
+    """Trees on one head grow in lockstep: each level is ONE head forward (and one LM-head matmul) for the whole
+    round, not one per generation; another head (here the unshifted one) gets a forward of its own."""
+    from eagle_core.decoding import draft_calls
+    target, heads = exact
+    sessions = [("oracle", dict(draft="chain", depth=3), [1, 400 + i, 17]) for i in range(4)]
+    sessions.append(("unshifted", dict(draft="chain", depth=3), [1, 77]))
+    decs = _decoders(target, heads, sessions, n_tokens=12)
+    step_together(decs)                                  # prefills (alone)
+    calls = {"head": [], "lm": []}
+    for kind, name in (("head", "run_heads"), ("lm", "run_lms")):
+        real = getattr(draft_calls, name)
+        monkeypatch.setattr(draft_calls, name, lambda cs, real=real, kind=kind: calls[kind].append(len(cs)) or real(cs))
+    step_together(decs)
+    # per head: the catch-up and two expansions (depth 3); the three levels' LM heads are the target's for both
+    # EAGLE-1 heads, so all five generations share each
+    assert sorted(calls["head"]) == [1, 1, 1, 4, 4, 4] and calls["lm"] == [5, 5, 5]
+
+
 def test_the_kv_cache_is_a_fresh_prefill_after_batched_rounds(exact):
     target, heads = exact
     decs = _decoders(target, heads, n_tokens=14)

@@ -44,7 +44,7 @@ def test_a_class_drafts_less_when_drafting_is_dear():
     dear = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: 20.0, 6: 30.0, 26: 90.0})
     assert dear.rows_for(4, OWN) == 1 < cheap.rows_for(4, OWN)
     dear.observe(3, 0.001)                                            # the rounds measure drafting anew
-    assert dear.draft_ms[3] == pytest.approx(10.5)
+    assert dear.draft_ms[(3, 1)] == pytest.approx(10.5)
     assert LoadBudget(PASS).rows_for(30, DraftSpec(kind="vanilla")) == 1
 
 
@@ -61,3 +61,18 @@ def test_pass_costs_are_measured_on_the_target(real_tokenizer):
     target = load_target(model=tiny_llama(seed=2), tokenizer=real_tokenizer, device="cpu")
     ms = measure_pass_ms(target, rows=(1, 8, 64), prefix=16, reps=2)
     assert set(ms) == {1, 8, 64} and all(v > 0 for v in ms.values())
+
+
+def test_packed_drafting_is_learned_per_class_size():
+    """A round drafts every tree in lockstep (draft_calls.py), so a tree costs less in a larger class: the budget
+    keeps what rounds of each power-of-two class size measured, and reads a class it has not seen from the nearest
+    smaller one (which costs a tree more: the estimate errs towards plain decoding)."""
+    b = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")})
+    assert b.draft_cost_ms(8, 3) == 0.0                                # never seen: the next round measures it
+    b.observe(3, 0.040, sessions=4)                                   # 4 trees in 40 ms: 10 ms a tree
+    b.observe(3, 0.048, sessions=16)                                  # 16 trees in 48 ms: 3 ms a tree
+    assert b.draft_cost_ms(4, 3) == pytest.approx(40.0) and b.draft_cost_ms(5, 3) == pytest.approx(50.0)
+    assert b.draft_cost_ms(16, 3) == pytest.approx(48.0) and b.draft_cost_ms(30, 3) == pytest.approx(90.0)
+    assert b.draft_cost_ms(2, 3) == pytest.approx(20.0)               # below every bucket seen: the smallest
+    assert b.draft_cost_ms(30, 1) == 0.0                              # no tree, no drafting
+    assert b.rate(30, 3, "eagle1") > LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: 10.0}).rate(30, 3, "eagle1")

@@ -121,7 +121,7 @@ def test_a_broken_generation_does_not_take_the_round_down(pair):
 
     def broken(*a, **k):
         raise RuntimeError("a broken head")
-    bad._draft = broken
+    bad.draft_steps = broken     # its drafting fails, in a round and alone
     r_good, r_bad = loop.submit(good), loop.submit(bad)
     assert r_good.done.wait(30) and r_bad.done.wait(30)
     assert r_good.error is None and r_good.record["cycle"] == 1

@@ -22,8 +22,9 @@ import time
 from ..quiet import quiet_libraries
 
 
-def run_round_robin(decs, shapes_of=None) -> tuple[float, int, list]:
-    """Step `decs` together until all are done (prefills first, untimed). Returns (seconds, tokens, rounds)."""
+def run_round_robin(decs, shapes_of=None, budget=None) -> tuple[float, int, list]:
+    """Step `decs` together until all are done (prefills first, untimed); each round's drafting time teaches
+    `budget`, as the app's rounds do. Returns (seconds, tokens, rounds)."""
     from ..decoding.batch import step_together
     for d in decs:
         d.step()
@@ -31,7 +32,9 @@ def run_round_robin(decs, shapes_of=None) -> tuple[float, int, list]:
     rounds, t0 = [], time.perf_counter()
     while not all(d.done for d in decs):
         live = [d for d in decs if not d.done]
-        _, info = step_together(live, shapes_of(live) if shapes_of else None)
+        records, info = step_together(live, shapes_of(live) if shapes_of else None)
+        if budget is not None:
+            budget.observe_round(records, info)
         rounds.append(dataclasses.asdict(info))
     return time.perf_counter() - t0, sum(len(d.new_ids) for d in decs) - base, rounds
 
@@ -51,22 +54,19 @@ def sweep(target, head, prompts: list[str], batches, max_new_tokens: int, log=pr
             cfg = plain_cfg if method == "plain" else eagle_cfg
             decs = [EagleDecoder(target, None if method == "plain" else head, cfg, p) for p in ids]
             shapes = (lambda live: round_shapes(budget, live)) if method == "eagle-load" else None
-            seconds, tokens, rounds = run_round_robin(decs, shapes)
+            seconds, tokens, rounds = run_round_robin(decs, shapes, budget if method != "plain" else None)
             texts[method] = [d.new_ids for d in decs]
             row[method] = {"tokens": tokens, "seconds": round(seconds, 3), "tokens_per_s": tokens / seconds,
                            "rounds": len(rounds), "rows_per_round": sum(r["rows"] for r in rounds) / max(len(rounds), 1),
                            "tau": tokens / max(len(rounds), 1) / b}
             if method != "plain":
                 row[method]["differs_from_plain"] = sum(a != p for a, p in zip(texts[method], texts["plain"]))
-            for d in decs:    # a round's drafting times teach the budget, as the app's rounds do
-                for rec in d.cycles[1:]:
-                    if len(rec.nodes) > 1:
-                        budget.observe(len(rec.nodes), rec.draft_seconds)
         log(f"batch {b:>3}: plain {row['plain']['tokens_per_s']:6.1f} tok/s, eagle-fixed "
             f"{row['eagle-fixed']['tokens_per_s']:6.1f}, eagle-load {row['eagle-load']['tokens_per_s']:6.1f} "
             f"(rows/round {row['eagle-load']['rows_per_round']:.1f})")
         rows.append(row)
-    return {"rows": rows, "pass_ms": budget.pass_ms, "draft_ms": budget.draft_ms, "tau": budget.tau,
+    draft_ms = {f"{r} rows x {b or 'any'}": round(v, 3) for (r, b), v in sorted(budget.draft_ms.items())}
+    return {"rows": rows, "pass_ms": budget.pass_ms, "draft_ms_per_tree": draft_ms, "tau": budget.tau,
             "tree": eagle_cfg.tree, "max_new_tokens": max_new_tokens}
 
 

@@ -1,6 +1,7 @@
 """A round: many generations advance one cycle each, their verifications in ONE target pass.
 
-Every generation drafts its own tree (its head, its shape, its temperature, its generator), the target scores all
+Every generation drafts its own tree (its head, its shape, its temperature, its generator), the trees grown in
+lockstep with each level's head and LM-head forwards packed across generations (draft_calls.py), the target scores all
 trees in one packed pass (model/packed_forward.py: the linear layers read the weights once for every row, attention
 runs per generation over its own KV cache under its own ancestry mask), and each generation accepts, keeps and
 commits with its own generator, exactly as it does alone (EagleDecoder.finish_cycle). A generation's output is
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .draft import DraftSpec
+from .draft_calls import run_together
 from .records import CycleRecord
 
 
@@ -26,6 +28,7 @@ class RoundInfo:
     sessions: int          # generations verified in the pass
     rows: int              # tokens in the pass (every tree's root and drafted nodes)
     seconds: float         # the pass's wall time
+    draft_seconds: float = 0.0   # the round's drafting (every tree, in lockstep)
 
 
 @torch.inference_mode()
@@ -44,11 +47,9 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) 
             live.append(i)
     if not live:
         return records, RoundInfo(0, 0, 0.0)
-    trees, draft_s = {}, {}
-    for i in live:
-        t0 = time.perf_counter()
-        trees[i] = decoders[i]._draft(shapes[i])
-        draft_s[i] = decoders[i]._clock() - t0
+    t0 = time.perf_counter()     # every tree drafted in lockstep, each level's forwards packed (draft_calls.py)
+    trees = dict(zip(live, run_together([decoders[i].draft_steps(shapes[i]) for i in live])))
+    draft_s = decoders[live[0]]._clock() - t0
     groups: dict[tuple, list[int]] = {}   # one packed pass per set of target layers the heads read
     for i in live:
         groups.setdefault(decoders[i].aux_layers, []).append(i)
@@ -63,10 +64,10 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) 
         for i, out in zip(idx, target.forward_packed(parts, aux)):
             outs[i] = out
     verify_s = decoders[live[0]]._clock() - t0
-    info = RoundInfo(len(live), rows, verify_s)
+    info = RoundInfo(len(live), rows, verify_s, draft_s)
     for i in live:
         dec = decoders[i]
-        res = dec.finish_cycle(trees[i], outs[i][0], outs[i][1], draft_s[i], verify_s)
+        res = dec.finish_cycle(trees[i], outs[i][0], outs[i][1], draft_s, verify_s)
         res.pass_sessions, res.pass_rows = info.sessions, info.rows
         records[i] = dec.commit_record(res)
     return records, info

@@ -26,6 +26,7 @@ from .sampling import gumbel_topk, warp_logits
 from ..model.cpu_kernels import pack_cpu_linears
 from ..model.planned_linear import PlannedLinear
 from .presets import chain_choices, children_of_path, tree_presets
+from .draft_calls import HeadCall, LmCall, run_alone
 from .tree import DraftTree
 
 @dataclass
@@ -70,21 +71,23 @@ class DraftSpec:
 _BUILD_LOCK = threading.RLock()   # the per-target / per-head caches below are built once, by one thread
 
 
-def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype):
+def draft_lm_head(target, draft_vocab: torch.Tensor | None, dtype: torch.dtype, mode: str | None = None):
     """(vocab ids or None, linear module) of the draft LM head: the target's rows for the draft vocabulary (or all
-    of them) in the draft dtype, weight pre-packed on a CPU. Cached on the target: built once per (vocab, dtype)."""
+    of them) in the draft dtype, weight pre-packed on a CPU (kernel plan `mode`, default the environment's).
+    Cached on the target: built once per (vocab, dtype, mode)."""
     lm = target.lm_head
-    key = (None, dtype)
+    key = (None, dtype, mode)
     if draft_vocab is not None:   # exact: the size and a SHA-256 of every id (as int64, in order)
         data = draft_vocab.detach().reshape(-1).to(device="cpu", dtype=torch.int64).numpy().tobytes()
-        key = (int(draft_vocab.numel()), hashlib.sha256(data).hexdigest(), dtype)
+        key = (int(draft_vocab.numel()), hashlib.sha256(data).hexdigest(), dtype, mode)
     with _BUILD_LOCK:
         cache = target.__dict__.setdefault("_draft_lm_cache", {})
         if key not in cache:
             ids = None if draft_vocab is None else draft_vocab.to(lm.weight.device)
             w = lm.weight if ids is None else lm.weight[ids]
             b = lm.bias if (lm.bias is None or ids is None) else lm.bias[ids]
-            cache[key] = (ids, frozen_linear(w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous()))
+            cache[key] = (ids, frozen_linear(w.to(dtype).contiguous(), None if b is None else b.to(dtype).contiguous(),
+                                             mode))
         return cache[key]
 
 
@@ -94,46 +97,48 @@ _LM_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _DTYPE_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def eagle3_lm_head(head, dtype: torch.dtype) -> torch.nn.Linear:
-    """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (it shares the head's weight when the dtype
-    needs no copy). Cached per head, dtype and weight version: a head trained on in place gets a new one."""
+def eagle3_lm_head(head, dtype: torch.dtype, mode: str | None = None) -> torch.nn.Linear:
+    """An EAGLE-3 head's own LM head in `dtype`, pre-packed on a CPU (kernel plan `mode`; it shares the head's
+    weight when the dtype needs no copy). Cached per head, dtype, mode and weight version: a head trained on in
+    place gets a new one."""
     w = head.lm_head.weight
     try:
         version = w._version
     except RuntimeError:   # a head made under inference_mode has no version counter (and is not trained on)
         version = 0
-    key = (dtype, version)
+    key = (dtype, version, mode)
     with _BUILD_LOCK:
         cache = _LM_COPIES.setdefault(head, {})
         if key not in cache:
             for stale in [k for k in cache if k[1] != version]:
                 del cache[stale]
-            cache[key] = frozen_linear(w.detach().to(dtype).contiguous(), None)
+            cache[key] = frozen_linear(w.detach().to(dtype).contiguous(), None, mode)
         return cache[key]
 
 
-def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
-    """An inference-only linear layer over these tensors (shared, not copied), planned on a CPU."""
+def frozen_linear(weight: torch.Tensor, bias: torch.Tensor | None, mode: str | None = None) -> torch.nn.Linear:
+    """An inference-only linear layer over these tensors (shared, not copied), planned on a CPU (`mode`)."""
     lin = PlannedLinear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
     lin.weight = torch.nn.Parameter(weight, requires_grad=False)
     if bias is not None:
         lin.bias = torch.nn.Parameter(bias, requires_grad=False)
-    pack_cpu_linears(lin)
+    pack_cpu_linears(lin, mode=mode)
     return lin
 
 
-def head_in_dtype(head, dtype: torch.dtype):
-    """The head with weights in `dtype` (a cached copy when it differs): drafting precision only changes q."""
-    if head.fc.weight.dtype == dtype:
+def head_in_dtype(head, dtype: torch.dtype, mode: str | None = None):
+    """The head with weights in `dtype` (a cached copy when it differs, or when kernel plan `mode` is asked for):
+    drafting precision only changes q."""
+    if head.fc.weight.dtype == dtype and mode is None:
         return head
-    with _BUILD_LOCK:   # sessions build decoders concurrently: one copy per head and dtype
+    with _BUILD_LOCK:   # sessions build decoders concurrently: one copy per head, dtype and mode
         copies = _DTYPE_COPIES.setdefault(head, {})
-        if dtype not in copies:
+        if (dtype, mode) not in copies:
             clone = copy.deepcopy(head).to(dtype).requires_grad_(False)   # planned layers copy unplanned
             if clone.fc.weight.device.type == "cpu":   # an inference-only copy: plan its kernels
-                pack_cpu_linears(clone)
-            copies[dtype] = clone
-        return copies[dtype]
+                pack_cpu_linears(clone, mode=mode)
+            copies[(dtype, mode)] = clone
+        return copies[(dtype, mode)]
 
 
 class Drafter:
@@ -145,7 +150,10 @@ class Drafter:
         a CPU is an fp32 head and a bf16 LM head, the head's many small ops cheaper in fp32, the LM head's weight
         bytes halved."""
         self.dtype = dtype or head.fc.weight.dtype
-        head = head_in_dtype(head, self.dtype)
+        # where the target's plan is row-independent the draft's is too, so that a round's packed drafting
+        # (draft_calls.py) gives each tree the bits it gets alone
+        mode = "exact" if head.fc.weight.device.type == "cpu" and getattr(target, "row_independent", False) else None
+        head = head_in_dtype(head, self.dtype, mode)
         self.head, self.target, self.spec = head, target, spec
         self.cache = head.new_cache(max_len + spec.max_head_entries + 8)
         self.shifted = head.shift == "shifted"
@@ -158,11 +166,11 @@ class Drafter:
             full = ids.numel() == self.vocab_size and bool((ids == torch.arange(ids.numel(), device=ids.device)).all())
             self.vocab_ids = None if full else ids
             self.lm_dtype = lm_dtype or self.dtype
-            self.lm = eagle3_lm_head(head, self.lm_dtype)
+            self.lm = eagle3_lm_head(head, self.lm_dtype, mode)
             self.lm_norm = head.norm
         else:
             # the draft's LM head: the target's, or its rows for the draft vocabulary (vocab.py), in the draft dtype
-            self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype)
+            self.vocab_ids, self.lm = draft_lm_head(target, draft_vocab, lm_dtype or self.dtype, mode)
             self.lm_dtype = self.lm.weight.dtype
             self.lm_norm = None   # EAGLE-1 heads predict the normed feature the target's LM head reads
         self.neg = torch.finfo(head.fc.weight.dtype).min
@@ -174,8 +182,9 @@ class Drafter:
             feats = self.lm_norm(feats)
         return self.lm(feats.to(self.lm_dtype))
 
-    def _head(self, feats, tokens, positions, visible_tree):
-        """One head forward. visible_tree: [n, n_tree_entries_so_far + n] bool over tree entries (None: causal)."""
+    def _head(self, feats, tokens, positions, visible_tree) -> HeadCall:
+        """One head forward, to be run (draft_calls.py). visible_tree: [n, n_tree_entries_so_far + n] bool over
+        tree entries (None: causal)."""
         dev = self.cache.k.device
         n = feats.shape[1]
         L = self.cache.length
@@ -187,9 +196,7 @@ class Drafter:
             mask = torch.full((n, L + n), self.neg, device=dev, dtype=self.dtype)
             mask[:, :base] = 0
             mask[:, base:].masked_fill_(visible_tree.to(dev), 0)
-        ids = torch.tensor([tokens], device=dev)
-        pos = torch.tensor([positions], device=dev)
-        return self.head(feats.to(self.dtype), self.embed(ids).to(self.dtype), pos, self.cache, mask[None, None])
+        return HeadCall(self, feats, list(tokens), list(positions), mask)
 
     # ------------------------------------------------------------------ committed entries
     def catch_up(self, feats: torch.Tensor, all_tokens: list[int]):
@@ -198,11 +205,15 @@ class Drafter:
         feats: [1, P, H] true features f_{c-1} .. f_{n-1} for the P pending entries j = c .. n (c = cached + 1,
         n = len(all_tokens) - 1 is the root's position). Returns the root entry's predicted feature [1, 1, H].
         """
+        return run_alone(self.catch_up_steps(feats, all_tokens))
+
+    def catch_up_steps(self, feats: torch.Tensor, all_tokens: list[int]):
+        """`catch_up` as a generator of its one head forward (draft_calls.py)."""
         P = feats.shape[1]
         n = len(all_tokens) - 1
         js = list(range(n - P + 1, n + 1))
         toks = [all_tokens[j] if self.shifted else all_tokens[j - 1] for j in js]
-        out = self._head(feats, toks, [j - 1 for j in js], None)
+        out = yield self._head(feats, toks, [j - 1 for j in js], None)
         self.committed = self.cache.length
         self.root_position = n
         return out[:, -1:]
@@ -215,7 +226,14 @@ class Drafter:
     @torch.inference_mode()
     def draft(self, root_feat: torch.Tensor, root_token: int, parent_token: int, temperature: float,
               top_k: int, top_p: float, generator, spec: DraftSpec | None = None) -> DraftTree:
-        """Grow the tree from the root's predicted feature (output of `catch_up`), one level per head forward.
+        """The tree (draft_steps), its forwards run as they come."""
+        return run_alone(self.draft_steps(root_feat, root_token, parent_token, temperature, top_k, top_p,
+                                          generator, spec))
+
+    def draft_steps(self, root_feat: torch.Tensor, root_token: int, parent_token: int, temperature: float,
+                    top_k: int, top_p: float, generator, spec: DraftSpec | None = None):
+        """A generator of the tree's forwards (draft_calls.py: alone, or packed with a round's other trees) that
+        returns the tree. Grow the tree from the root's predicted feature (output of `catch_up`), one level per head forward.
 
         Chain and static trees at T > 0 draw children without replacement from the warped draft distribution q
         (the verifier's ratio rule); at T = 0 they take q's top-k. EAGLE-2 dynamic trees rank candidates on the
@@ -232,7 +250,8 @@ class Drafter:
             if spec.kind in ("chain", "static"):
                 self._children_of_path = children_of_path(spec.static_choices())
             try:
-                return self.draft(root_feat, root_token, parent_token, temperature, top_k, top_p, generator)
+                return (yield from self.draft_steps(root_feat, root_token, parent_token, temperature, top_k,
+                                                    top_p, generator))
             finally:
                 self.spec, self._children_of_path = own, kids
         tree = DraftTree.root_only(root_token)
@@ -246,7 +265,7 @@ class Drafter:
         grow = _Growth(tree, root_token, sample, generator)
         frontier, frontier_feats = [0], root_feat        # nodes whose children come next, their predicted features
         for level in range(1, self.spec.max_depth + 1):
-            small, logp = self._level_logprobs(frontier_feats[0], warp)
+            small, logp = yield from self._level_logprobs(frontier_feats[0], warp)
             for i, v in enumerate(frontier):
                 tree.dists[v] = logp[i]
             new_nodes = self._add_children(grow, frontier, small, logp)
@@ -255,7 +274,7 @@ class Drafter:
             expand = self._to_expand(grow, new_nodes)
             if not expand:
                 break
-            frontier_feats = self._expand(grow, expand, frontier_feats, level)
+            frontier_feats = yield from self._expand(grow, expand, frontier_feats, level)
             frontier = [node for node, _ in expand]
         self.cache.length = self.committed   # drop the tree entries
         if self.spec.kind == "dynamic":
@@ -265,7 +284,7 @@ class Drafter:
     def _level_logprobs(self, feats: torch.Tensor, warp):
         """(draft-vocabulary log-probs [F, K], the same over the full vocabulary [F, V]: q = 0 outside the draft
         vocabulary) of the frontier's predicted features [F, H]."""
-        small = warp(self._draft_logits(feats).float())
+        small = warp((yield LmCall(self, feats)).float())
         if self.vocab_ids is None:
             return small, small
         full = small.new_full((small.shape[0], self.vocab_size), float("-inf")).index_copy_(1, self.vocab_ids, small)
@@ -326,7 +345,7 @@ class Drafter:
             pos.append(self.root_position + level - 1)
         for r, (node, _) in enumerate(expand):
             entry_of[node] = n_entries + r
-        return self._head(torch.stack(feats, dim=1), toks, pos, vis)
+        return (yield self._head(torch.stack(feats, dim=1), toks, pos, vis))
 
 
 @dataclass

@@ -31,6 +31,7 @@ from transformers.cache_utils import DynamicLayer
 
 from .cycle import CycleResult, RecordBuilder
 from .draft import Drafter, DraftSpec
+from .draft_calls import run_alone
 from .limits import LIMITS, MAX_VERIFY_ROWS
 from .presets import fitted_dynamic, tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
@@ -262,13 +263,17 @@ class EagleDecoder:
     def _draft(self, spec: DraftSpec | None = None) -> DraftTree:
         """The head catches up on the features the last pass confirmed, then drafts from the root (this cycle's
         shape `spec`, default the generation's: under load a smaller one, even none, decoding/batch.py)."""
+        return run_alone(self.draft_steps(spec))
+
+    def draft_steps(self, spec: DraftSpec | None = None):
+        """`_draft` as a generator of its head and LM-head forwards (draft_calls.py: a round packs them)."""
         root = self.tokens[-1]
         if self.drafter is None:
             return DraftTree.root_only(root)
         c = self.cfg
-        root_feat = self.drafter.catch_up(self.pending_feats, self.tokens)
-        return self.drafter.draft(root_feat, root, self.tokens[-2], c.temperature, c.top_k_sampling, c.top_p,
-                                  self.gen, spec)
+        root_feat = yield from self.drafter.catch_up_steps(self.pending_feats, self.tokens)
+        return (yield from self.drafter.draft_steps(root_feat, root, self.tokens[-2], c.temperature,
+                                                    c.top_k_sampling, c.top_p, self.gen, spec))
 
     def verify_part(self, tree: DraftTree) -> Part:
         """The tree's share of a verification pass: positions n + depth (n = the root's position), each node sees

@@ -1,12 +1,14 @@
 """Trees sized by the load: with B generations in a round, which tree each may draft.
 
-A round costs one packed verification pass over every tree's rows plus every generation's drafting; it yields each
-generation its accepted tokens plus one. With B generations drafting trees of r rows (root included):
+A round costs one packed verification pass over every tree's rows plus the round's drafting (every tree grown in
+lockstep, each level's head forwards packed: draft_calls.py); it yields each generation its accepted tokens plus
+one. With B generations drafting trees of r rows (root included):
 
-    tokens per second  =  B * tau(r)  /  ( pass(B * r) + B * draft(r) )
+    tokens per second  =  B * tau(r)  /  ( pass(B * r) + draft(B, r) )
 
-pass(N) is the target's measured cost of a pass over N rows (`measure_pass_ms`, at load), draft(r) the measured
-drafting time of a tree of r rows (the rounds' own timings, `LoadBudget.observe`), tau(r) the tokens a cycle
+pass(N) is the target's measured cost of a pass over N rows (`measure_pass_ms`, at load), draft(B, r) the measured
+drafting time of a round of B trees of r rows (the rounds' own timings, `LoadBudget.observe`, kept per tree size
+and per power-of-two class size: packed drafting costs a student less in a larger class), tau(r) the tokens a cycle
 yields with such a tree: 1 for no tree, else the head's measured tau for the shape (the benchmark's report,
 assets/bench/heads_eagle3.json, held-out ShareGPT), updated by what the rounds see. Plain decoding (r = 1, no
 draft) is always a candidate, so by this model a round never yields fewer tokens per second than plain batched
@@ -101,17 +103,35 @@ class LoadBudget:
     """Chooses each round's tree size from measured pass costs, drafting times and acceptance (module docstring)."""
     pass_ms: dict[int, float]
     tau: dict[str, dict[int, float]] = field(default_factory=dict)   # head kind -> {rows: tau}
-    draft_ms: dict[int, float] = field(default_factory=dict)         # rows -> measured ms per tree (running mean)
-    seen: dict[int, int] = field(default_factory=dict)
+    # (rows, class size bucket) -> measured drafting ms per tree in such a round (running mean); a key `rows`
+    # alone is a prior for any class size
+    draft_ms: dict = field(default_factory=dict)
+    seen: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self):
+        self.draft_ms = {(k if isinstance(k, tuple) else (k, 0)): v for k, v in self.draft_ms.items()}
 
     def tau_of(self, kind: str, rows: int) -> float:
         return 1.0 if rows <= 1 else self.tau.get(kind, {}).get(rows, 1.0)
 
+    def draft_cost_ms(self, sessions: int, rows: int) -> float:
+        """Drafting ms of a round of `sessions` trees of `rows` rows: per tree, what rounds of the nearest class
+        size measured (a smaller class first: it costs a tree more, so the estimate errs towards plain); 0 for no
+        tree, or for a size never seen yet (the next such round measures it)."""
+        if rows <= 1:
+            return 0.0
+        b = bucket(sessions)
+        seen = sorted(k[1] for k in self.draft_ms if k[0] == rows)
+        if not seen:
+            return 0.0
+        lower = [x for x in seen if x <= b]
+        near = lower[-1] if lower else seen[0]
+        return sessions * self.draft_ms[(rows, near)]
+
     def rate(self, sessions: int, rows: int, kind: str) -> float:
         """Tokens per ms of a round of `sessions` generations each drafting `rows`-row trees."""
-        cost = interpolate(self.pass_ms, sessions * rows) + sessions * (self.draft_ms.get(rows, 0.0) if rows > 1
-                                                                       else 0.0)
+        cost = interpolate(self.pass_ms, sessions * rows) + self.draft_cost_ms(sessions, rows)
         return sessions * self.tau_of(kind, rows) / cost
 
     def rows_for(self, sessions: int, own: DraftSpec, kind: str = "eagle1") -> int:
@@ -126,12 +146,28 @@ class LoadBudget:
             cands.add(own.max_nodes)
         return max(sorted(cands), key=lambda r: self.rate(sessions, r, kind))
 
-    def observe(self, rows: int, draft_seconds: float) -> None:
-        """A round's measured drafting time for a tree of `rows` rows (a running mean per size)."""
+    def observe(self, rows: int, draft_seconds: float, sessions: int = 1) -> None:
+        """A round's measured drafting time: `sessions` trees of `rows` rows in `draft_seconds` (a running mean
+        per tree size and class size bucket)."""
+        key = (rows, bucket(sessions))
         with self.lock:
-            n = self.seen.get(rows, 1 if rows in self.draft_ms else 0)   # a prior counts as one round
-            self.draft_ms[rows] = (self.draft_ms.get(rows, 0.0) * n + draft_seconds * 1e3) / (n + 1)
-            self.seen[rows] = min(n + 1, 50)     # a window of ~50 rounds follows a changing machine
+            if key not in self.draft_ms and (rows, 0) in self.draft_ms:   # a prior counts as one round
+                self.draft_ms[key], self.seen[key] = self.draft_ms[(rows, 0)], 1
+            n = self.seen.get(key, 0)
+            self.draft_ms[key] = (self.draft_ms.get(key, 0.0) * n + draft_seconds * 1e3 / sessions) / (n + 1)
+            self.seen[key] = min(n + 1, 50)     # a window of ~50 rounds follows a changing machine
+
+    def observe_round(self, records, info) -> None:
+        """A round's (decoding/batch.step_together: its records and RoundInfo) drafting time, when its trees were
+        all of one size (a mixed round says nothing about either size alone)."""
+        sizes = {len(r.nodes) for r in records if r.cycle > 0}
+        if len(sizes) == 1 and info.sessions and max(sizes) > 1:
+            self.observe(sizes.pop(), info.draft_seconds, info.sessions)
+
+
+def bucket(sessions: int) -> int:
+    """A class size's bucket: the power of two at or below it (1, 2, 4, 8, ...)."""
+    return 1 << (max(1, int(sessions)).bit_length() - 1)
 
 
 def round_shapes(budget: LoadBudget, decoders: list) -> list[DraftSpec | None]:

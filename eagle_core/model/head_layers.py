@@ -71,6 +71,15 @@ def _qkv_bias(cfg) -> bool:
     return bool(getattr(cfg, "attention_bias", False) if qkv_bias is None else qkv_bias)
 
 
+class HeadParts:
+    """Many drafting sessions' rows in one head forward (decoding/draft.py, `run_together`): in place of one cache
+    and one mask, each session's cache, its additive mask [1, 1, n, L + n] and its rows [a, b) of the packed input.
+    The linear layers read the weights once for every row; attention stays each session's own."""
+
+    def __init__(self, parts: list[tuple[HeadCache, torch.Tensor, int, int]]):
+        self.parts = parts
+
+
 class HeadAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -91,19 +100,25 @@ class HeadAttention(nn.Module):
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if isinstance(cache, HeadParts):     # each session over its own cache, under its own mask
+            o = torch.cat([self._attend(q[:, :, a:b], *c.append(k[:, :, a:b], v[:, :, a:b]), mask)
+                           for c, mask, a, b in cache.parts], dim=2)
+            return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
         if cache is not None:
             k, v = cache.append(k, v)
+        return self.o_proj(self._attend(q, k, v, attn_mask).transpose(1, 2).reshape(B, n, -1))
+
+    def _attend(self, q, k, v, attn_mask):
+        """Attention of queries [B, heads, n, d] over keys/values [B, kv heads, L, d]: [B, heads, n, d]."""
+        n = q.shape[2]
         if attn_mask is not None and n <= MAX_QUERIES:  # drafting: a few queries over the cache, no K/V copies
-            o = small_query_attention(q, k, v, attn_mask)
-            return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
+            return small_query_attention(q, k, v, attn_mask)
         rep = self.n_heads // self.n_kv
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
         if attn_mask is None:  # plain causal over a fresh sequence (training)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.o_proj(o.transpose(1, 2).reshape(B, n, -1))
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
 
 

@@ -131,9 +131,7 @@ class RoundLoop:
         self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4)}
         budget = self.budgets.get(id(decs[0].target))
         if budget is not None:
-            for rec in records:
-                if rec.cycle > 0 and len(rec.nodes) > 1:
-                    budget.observe(len(rec.nodes), rec.draft_seconds)
+            budget.observe_round(records, info)
 
     def _shapes(self, decs) -> list:
         """Each generation's tree for this round, sized by how many are in it (load_budget.py)."""
