@@ -126,3 +126,26 @@ def test_a_broken_generation_does_not_take_the_round_down(pair):
     assert r_good.done.wait(30) and r_bad.done.wait(30)
     assert r_good.error is None and r_good.record["cycle"] == 1
     assert isinstance(r_bad.error, RuntimeError) and len(bad.cycles) == 1
+
+
+def test_a_class_that_comes_back_a_little_late_stays_in_one_round(pair):
+    """The generations of the last round ask again a few milliseconds apart (each thread records its cycle
+    first): the loop waits for them (GATHER_S) instead of splitting the class into half-rounds; one that never
+    comes back delays the next round by GATHER_S at most."""
+    target, head = pair
+    loop = rounds.RoundLoop()
+    decs = [_new(target, head, i, dict(draft="chain", depth=2)) for i in range(3)]
+    for r in [loop.submit(d) for d in decs]:          # prefills
+        assert r.done.wait(30)
+    first = [loop.submit(d) for d in decs]
+    assert all(r.done.wait(30) for r in first) and {r.record["pass_sessions"] for r in first} == {3}
+    late = [loop.submit(decs[0])]
+    threading.Event().wait(rounds.GATHER_S / 3)       # the others come back late, but within the wait
+    late += [loop.submit(d) for d in decs[1:]]
+    assert all(r.done.wait(30) for r in late)
+    assert [r.record["pass_sessions"] for r in late] == [3, 3, 3]
+    import time
+    t0 = time.perf_counter()                          # now only one comes back: one short wait, then alone
+    alone = loop.submit(decs[0])
+    assert alone.done.wait(30) and alone.record["pass_sessions"] == 1
+    assert time.perf_counter() - t0 < rounds.GATHER_S + 2.0

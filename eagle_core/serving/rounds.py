@@ -21,6 +21,10 @@ from .gpu import ZERO_GPU
 from .turns import CANCELLED, MODEL_LOCK, POLL_S, REPORT_S, model_turn, release_turn
 
 ROUND_MAX = 64          # generations per round at most (a pass of 64 small trees; the rest wait for the next)
+# After a round, the generations it served come back for their next cycle within a few milliseconds (their
+# threads record the cycle and ask again); the loop waits up to this long for them, so that a class keeps
+# stepping in one round instead of splitting into two half-rounds that each cost nearly a full pass.
+GATHER_S = 0.025
 
 
 @dataclasses.dataclass(eq=False)
@@ -43,6 +47,7 @@ class RoundLoop:
         self.budgets: dict[int, object] = {}      # id(target) -> LoadBudget
         self.rounds = 0
         self.last: dict = {}                      # the last round: sessions, rows, seconds (server stats)
+        self.served: list = []                    # the last round's decoders (the next round waits for them)
 
     # ------------------------------------------------------------------ requests
     def submit(self, decoder) -> CycleRequest:
@@ -81,6 +86,14 @@ class RoundLoop:
         with self.cv:
             while not self.queue:
                 self.cv.wait()
+            # the last round's generations that are not done: wait briefly for those still to ask again
+            expected = sum(1 for d in self.served if not d.done)
+            deadline = time.perf_counter() + GATHER_S
+            while len({id(r.decoder) for r in self.queue}) < min(expected, self.round_max):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                self.cv.wait(left)
             batch, seen = [], set()
             for req in list(self.queue):          # one request per decoder per round, first come first served
                 if len(batch) >= self.round_max:
@@ -91,6 +104,7 @@ class RoundLoop:
                 self.queue.remove(req)
                 req.started = True
                 batch.append(req)
+            self.served = [r.decoder for r in batch]
             return batch
 
     def _run(self):
@@ -128,7 +142,8 @@ class RoundLoop:
         for r, rec in zip(live, records):
             r.record = dataclasses.asdict(rec)
         self.rounds += 1
-        self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4)}
+        self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4),
+                     "draft_seconds": round(info.draft_seconds, 4)}
         budget = self.budgets.get(id(decs[0].target))
         if budget is not None:
             budget.observe_round(records, info)
