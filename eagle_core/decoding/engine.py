@@ -189,6 +189,7 @@ class EagleDecoder:
         # an EAGLE-3 head reads several target layers (head3.py); the others the last feature
         self.aux_layers = tuple(getattr(head, "aux_layers", ())) if self.drafter is not None else ()
         self.pending_feats = None          # true features not yet given to the head
+        self.head_behind = False           # a cycle without a tree left them to the next catch-up
         self.records = RecordBuilder(target, cfg.record_topk, cfg.temperature)
 
     def _new_drafter(self, max_len: int) -> Drafter | None:
@@ -270,6 +271,12 @@ class EagleDecoder:
         root = self.tokens[-1]
         if self.drafter is None:
             return DraftTree.root_only(root)
+        if spec is not None and spec.kind == "vanilla":
+            # no tree this cycle (a full class): the head catches up later, on every feature confirmed meanwhile
+            # in one forward, so that a round without trees costs what plain decoding costs
+            self.head_behind = True
+            return DraftTree.root_only(root)
+        self.head_behind = False
         c = self.cfg
         root_feat = yield from self.drafter.catch_up_steps(self.pending_feats, self.tokens)
         return (yield from self.drafter.draft_steps(root_feat, root, self.tokens[-2], c.temperature,
@@ -296,7 +303,9 @@ class EagleDecoder:
         """Keep the accepted path's KV entries and features (they seed the next draft); commit its tokens."""
         keep = torch.tensor([n + i for i in [0] + acc.path], device=self.target.device)
         keep_cache_entries(self.cache, n, keep)
-        self.pending_feats = feats[:, [0] + acc.path]
+        new_feats = feats[:, [0] + acc.path]
+        behind = self.head_behind and self.pending_feats is not None
+        self.pending_feats = torch.cat((self.pending_feats, new_feats), dim=1) if behind else new_feats
         new = [tree.nodes[i].token for i in acc.path] + [acc.token]
         committed = self._commit(new)
         self.tokens.extend(new)
