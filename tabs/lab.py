@@ -11,6 +11,7 @@ import views.lab as vl
 from eagle_core.decoding.engine import default_config
 from eagle_core.lab.measure import chain_heads, lab_plan
 from eagle_core.lab.names import prompt_texts
+from eagle_core.bench.batch_sweep import batch_finding
 from eagle_core.lab.serving import counters_finding, sweep_finding
 from eagle_core.serving import generation
 from eagle_core.serving.errors import UserError
@@ -23,6 +24,7 @@ LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
 LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.serving` (needs vLLM's environment)
 # written by `python -m eagle_core.bench.head_compare` (docs/benchmarks.md, "EAGLE-3 against EAGLE-1")
 HEADS_EAGLE3 = load_json("bench", "heads_eagle3.json")
+LAB_BATCH = load_json("lab_batch.json")   # written by `python -m eagle_core.bench.batch_sweep` (this engine's rounds)
 LAB_NAMES = prompt_texts(LAB or {})   # its prompts' text, from the shared prompt set it names (not copied here)
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
@@ -97,6 +99,20 @@ def serving_sections(report: dict | None) -> dict:
             "sweep": vl.batch_sweep(sweep),
             "sweep_md": vl.sweep_table(sweep) + "\n\n**What it shows:** " + sweep_finding(sweep["rows"]),
             "source": source}
+
+
+def engine_batch_section(report: dict | None, vllm: dict | None) -> dict:
+    """This engine's batch sweep: the figure beside vLLM's, its table, its computed sentence and its source."""
+    if not report or not report.get("rows"):
+        return {"fig": views.common.empty_figure("Not measured: python -m eagle_core.bench.batch_sweep"), "md": ""}
+    vsweep = (vllm or {}).get("sweep")
+    busy = max(report.get("load_before") or [0])
+    md = (vl.engine_batch_table(report) + "\n\n**What it shows:** " + batch_finding(report, (vsweep or {}).get("rows"))
+          + f"\n\nMeasured by `{report.get('command')}` on {report.get('date')} ({report.get('cpu')}, "
+            f"{report.get('threads')} threads, {report.get('numerics')}; {report.get('wall_s', 0) / 60:.0f} min; load "
+            f"average before it {busy:.1f}). Throughput: the tokens every student received over the rounds' wall "
+            "time, prefills left out (the same for all three).")
+    return {"fig": vl.engine_batch_sweep(report, vsweep), "md": md}
 
 
 def eagle3_section(report: dict | None) -> dict:
@@ -214,6 +230,12 @@ class LabTab:
                           "at every batch size.")
             gr.Plot(serving["sweep"], label="Throughput per batch size: vLLM plain and EAGLE")
             gr.Markdown(serving["sweep_md"])
+            engine = engine_batch_section(LAB_BATCH, LAB_VLLM)
+            gr.Markdown("**And in this app's engine**, which serves a classroom the same way: every waiting "
+                        "student's tree verified in one target pass per round, each tree either the CPU tree for "
+                        "everyone or sized by the load (the docs' Classroom section says how).")
+            gr.Plot(engine["fig"], label="Throughput over plain decoding per class size: this engine")
+            gr.Markdown(engine["md"])
             e3 = eagle3_section(HEADS_EAGLE3)
             gr.Markdown("### 8. EAGLE-3: training-time test and fused features\n" + vl.PAPER["eagle3"]
                         + "\n\n**Here:** an EAGLE-1 head and an EAGLE-3 head trained from scratch on the same "

@@ -393,3 +393,37 @@ def test_the_lab_tab_shows_the_serving_panels_or_says_how_to_measure_them():
     assert "`python -m eagle_core.lab.serving --prompts X --json Y`" in got["source"] and "busy" in got["source"]
     assert "below 1 from batch 2" in got["sweep_md"] and "| 2 |" in got["sweep_md"]
     assert "the same counts" in got["counters_md"]
+
+
+def _engine_rows(points):
+    """(batch, plain tok/s, fixed tok/s, load tok/s, fixed rows, load rows) -> batch_sweep rows."""
+    rows = []
+    for b, plain, fixed, load, fr, lr in points:
+        mk = lambda tps, rows_: {"tokens_per_s": tps, "rows_per_round": rows_ * b, "tau": 1.5,  # noqa: E731
+                                 "differs_from_plain": 0}
+        rows.append({"batch": b, "plain": {"tokens_per_s": plain, "rows_per_round": b, "tau": 1.0},
+                     "eagle-fixed": mk(fixed, fr), "eagle-load": mk(load, lr)})
+    return rows
+
+
+def test_the_engine_batch_panel_follows_its_numbers():
+    from eagle_core.bench.batch_sweep import batch_finding
+    from tabs.lab import engine_batch_section
+    report = {"rows": _engine_rows([(1, 10.0, 20.0, 20.0, 6, 6), (8, 60.0, 50.0, 66.0, 6, 3),
+                                    (32, 150.0, 90.0, 150.0, 6, 1)]), "max_new_tokens": 32,
+              "command": "python -m eagle_core.bench.batch_sweep", "date": "2026-12-05", "load_before": [0.1]}
+    text = batch_finding(report, _sweep_rows([(1, 1.3), (32, 0.66)]))
+    assert "One student: EAGLE decodes 2.00x" in text and "CPU tree for everyone gives 0.60x" in text
+    assert "sized by the load 1.00x" in text and "(1.0 rows a student instead of 6.0)" in text
+    assert "loses to plain decoding from 8 students" in text and "never drops below 1.00x" in text
+    assert "0.66x its plain decoding at 32" in text and "token for token" in text
+    report["rows"][1]["eagle-load"]["differs_from_plain"] = 2
+    assert "2 EAGLE texts differ" in batch_finding(report)
+    got = engine_batch_section(report, {"sweep": {"rows": _sweep_rows([(1, 1.3), (32, 0.66)])}})
+    fig = got["fig"]
+    names = [t.name for t in fig.data]
+    assert any("sized by the load" in n for n in names) and any("vLLM" in n for n in names)
+    load = next(t for t in fig.data if "sized by the load" in t.name)
+    assert list(load.text) == ["2.00×", "1.10×", "1.00×"]
+    assert "| 8 | 60.0 | 50.0 | 66.0 | 24.0 | 1.50 |" in got["md"]
+    assert "Not measured" in engine_batch_section(None, None)["fig"].layout.annotations[0].text

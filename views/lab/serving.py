@@ -1,5 +1,6 @@
-"""The serving panels (eagle_core/lab/serving.py's report): the same head in vLLM and in this engine, and where
-EAGLE stops paying as vLLM's batch grows."""
+"""The serving panels (eagle_core/lab/serving.py's report): the same head in vLLM and in this engine, where EAGLE
+stops paying as vLLM's batch grows, and this engine's own rounds (eagle_core/bench/batch_sweep.py's report): a
+fixed tree against a tree sized by the load."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -72,4 +73,54 @@ def sweep_table(sweep: dict) -> str:
         acc = r["eagle"].get("accepted_per_draft")
         lines.append(f"| {r['batch']} | {r['plain']['tokens_per_s']:.1f} | {r['eagle']['tokens_per_s']:.1f} | "
                      f"{r['ratio']:.2f}× | {'-' if acc is None else f'{acc:.2f}'} |")
+    return "\n".join(lines)
+
+
+ENGINE_LINES = (("eagle-load", "EAGLE Lens, tree sized by the load", DRAFT_Q, "solid", "diamond"),
+                ("eagle-fixed", "EAGLE Lens, the CPU tree at every size", "#7a5195", "dash", "square"))
+
+
+def engine_batch_sweep(report: dict, vllm_sweep: dict | None = None) -> go.Figure:
+    """Our engine's rounds: EAGLE's throughput over plain batched decoding of the same students (1.0 = plain) per
+    class size, a fixed tree and the load-sized one, beside vLLM-CPU's EAGLE over its plain decoding (dotted, where
+    measured). Every point is printed with its ratio; the marker and the dash tell the lines apart without colour."""
+    rows = report["rows"]
+    xs = [str(r["batch"]) for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[1.0] * len(xs), name="plain decoding (the same rounds, no tree)",
+                             mode="lines", line=dict(color=TARGET_P, width=2)))
+    top = 1.0
+    for key, name, colour, dash, symbol in ENGINE_LINES:
+        ys = [r[key]["tokens_per_s"] / r["plain"]["tokens_per_s"] for r in rows]
+        top = max(top, *ys)
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers+text", line=dict(color=colour, width=3,
+                                 dash=dash), marker=dict(symbol=symbol, size=11), text=[f"{y:.2f}×" for y in ys],
+                                 textposition="top center" if key == "eagle-load" else "bottom center",
+                                 textfont=dict(size=TEXT_PX - 3), cliponaxis=False,
+                                 hovertemplate="%{x} students: %{y:.2f}× plain<extra></extra>"))
+    if vllm_sweep:
+        by = {str(r["batch"]): r.get("ratio") for r in vllm_sweep["rows"]}
+        vx = [x for x in xs if by.get(x)]
+        if vx:
+            fig.add_trace(go.Scatter(x=vx, y=[by[x] for x in vx], name="vLLM-CPU, EAGLE chain over its plain",
+                                     mode="lines+markers", line=dict(color="#888888", width=2, dash="dot"),
+                                     marker=dict(symbol="circle-open", size=10)))
+            top = max(top, *[by[x] for x in vx])
+    fig.update_xaxes(title="students decoding at once (one target pass per round)", type="category")
+    fig.update_yaxes(title="throughput / plain decoding", range=[0, top * 1.3])
+    fig.update_layout(legend=dict(orientation="h", y=-0.28, x=0, font=dict(size=TEXT_PX - 3)))
+    fig = lab_layout(fig, "A class in one pass: which tree pays"
+                     + sub(f"this engine, {report.get('max_new_tokens')} tokens per student, T = 0"), height=470)
+    fig.update_layout(margin=dict(b=140))
+    return fig
+
+
+def engine_batch_table(report: dict) -> str:
+    """The engine's sweep as a table: tokens per second of the three ways, the load-sized tree's rows per round."""
+    lines = ["| students | plain tok/s | fixed tree tok/s | load-sized tok/s | load-sized rows per round | "
+             "tokens per student-cycle (load-sized) |", "|---:|---:|---:|---:|---:|---:|"]
+    for r in report["rows"]:
+        load = r["eagle-load"]
+        lines.append(f"| {r['batch']} | {r['plain']['tokens_per_s']:.1f} | {r['eagle-fixed']['tokens_per_s']:.1f} | "
+                     f"{load['tokens_per_s']:.1f} | {load['rows_per_round']:.1f} | {load['tau']:.2f} |")
     return "\n".join(lines)
