@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 import time
 
 from ..quiet import quiet_libraries
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     prompts = [p["prompt"] for p in load_prompts(path, limit=max(batches))]
     t0 = time.time()
     report = sweep(target, head, prompts, batches, args.max_new_tokens)
-    report.update(command="python -m eagle_core.bench.batch_sweep " + " ".join(argv or []),
+    report.update(command="python -m eagle_core.bench.batch_sweep " + " ".join(sys.argv[1:] if argv is None else argv),
                   date=time.strftime("%Y-%m-%d"), target=target.name, numerics=target.numerics,
                   threads=torch.get_num_threads(), cpu=_cpu_name(), wall_s=round(time.time() - t0, 1),
                   load_before=os.getloadavg())

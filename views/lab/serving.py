@@ -106,7 +106,7 @@ def engine_batch_sweep(report: dict, vllm_sweep: dict | None = None) -> go.Figur
                                      mode="lines+markers", line=dict(color="#888888", width=2, dash="dot"),
                                      marker=dict(symbol="circle-open", size=10)))
             top = max(top, *[by[x] for x in vx])
-    fig.update_xaxes(title="students decoding at once (one target pass per round)", type="category")
+    fig.update_xaxes(title="students at once (one pass a round)", type="category")
     fig.update_yaxes(title="throughput / plain decoding", range=[0, top * 1.3])
     fig.update_layout(legend=dict(orientation="h", y=-0.28, x=0, font=dict(size=TEXT_PX - 3)))
     fig = lab_layout(fig, "A class in one pass: which tree pays"
