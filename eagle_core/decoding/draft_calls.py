@@ -117,6 +117,6 @@ def run_together(all_steps: list) -> list:
 
 def _advance(i, steps, value, pending, results):
     try:
-        pending[i] = steps.send(value) if value is not None else next(steps)
+        pending[i] = steps.send(value)      # send(None) starts a generator, as next() does
     except StopIteration as end:
         results[i] = end.value
