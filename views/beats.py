@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .common import DRAFT_Q, TARGET_P, as_dict, base_layout, esc, pct, show_token
-from .tree import tree_figure, tree_graph, tree_layout
+from .common import DRAFT_Q, TARGET_P, as_dict, esc, figure, layout_base, pct, show_token
+from .tree import depth_axes, tree_figure, tree_graph, tree_layout
 
 
 def beat_count(rec) -> int:
@@ -80,14 +80,13 @@ def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
     pos = tree_layout(g)
     nodes = {x["index"]: x for x in rec["nodes"]}
     shown = [i for i, x in nodes.items() if x["depth"] <= depth_shown]
-    fig = go.Figure()
     ex, ey = [], []
     for u, v in g.edges:
         if v in shown:
             ex += [pos[u][0], pos[v][0], None]
             ey += [pos[u][1], pos[v][1], None]
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
-                             hoverinfo="skip", showlegend=False, name="draft edges"))
+    edges = dict(type="scatter", x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
+                 hoverinfo="skip", showlegend=False, name="draft edges")
     labels = []
     for i in shown:
         x = nodes[i]
@@ -103,17 +102,17 @@ def beat_figure(rec, beat: int, height: int | None = None) -> go.Figure:
         labels.append(dict(x=pos[i][0], y=pos[i][1], text=text, showarrow=False,
                            font=dict(size=16, color="white" if i == 0 else "#111"), bgcolor=bg, bordercolor=border,
                            borderwidth=3 if new else 1, borderpad=4, name=f"node-{i}"))
-    fig.update_layout(annotations=labels)
+    shapes = []
     if verify:   # one pass: a bracket over the whole tree
         ys = [pos[i][1] for i in shown]
-        fig.add_shape(type="rect", x0=0.5, x1=max(pos[i][0] for i in shown) + 0.5, y0=min(ys) - 0.55,
-                      y1=max(ys) + 0.55, line=dict(color=TARGET_P, width=3, dash="dash"), fillcolor="rgba(0,0,0,0)")
+        shapes.append(dict(type="rect", x0=0.5, x1=max(pos[i][0] for i in shown) + 0.5, y0=min(ys) - 0.55,
+                           y1=max(ys) + 0.55, line=dict(color=TARGET_P, width=3, dash="dash"),
+                           fillcolor="rgba(0,0,0,0)"))
     leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
     maxd = max(p[0] for p in pos.values())   # the bonus column comes with the last beat (the full tree view)
-    fig.update_xaxes(range=[-0.6, maxd + 0.6], tickmode="array", tickvals=list(range(int(maxd) + 1)),
-                     ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
-                     zeroline=False, side="top")
-    fig.update_yaxes(visible=False, range=[-leaves - 0.3, 0.7])
-    base_layout(fig, beat_title(rec, beat), height=height or max(340, min(1700, 150 + 50 * (leaves + 1))))
-    fig.update_layout(margin=dict(l=20, r=20, t=70, b=30))
-    return fig
+    layout = layout_base(beat_title(rec, beat), height=height or max(340, min(1700, 150 + 50 * (leaves + 1))),
+                         annotations=labels, margin=dict(l=20, r=20, t=70, b=30),
+                         **depth_axes(maxd, maxd + 0.6, -leaves - 0.3))
+    if shapes:
+        layout["shapes"] = shapes
+    return figure([edges], layout)

@@ -5,7 +5,9 @@ Views take CycleRecords (dataclasses) or their `asdict` dicts and nothing model-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
+import json
 import re
 
 # The Okabe-Ito palette: its colours stay apart under deuteranopia, protanopia and tritanopia (tests simulate
@@ -65,24 +67,66 @@ def esc_attr(text: str) -> str:
     return html.escape(text or "", quote=True)
 
 
+def figure(data: list[dict], layout: dict):
+    """A plotly Figure from plain dicts in plotly's own nested form, without its per-property validation: that
+    costs 10-25 ms a figure (75 ms a Step's four), and a class's server draws thirty Steps at once under one
+    GIL; this takes ~1 ms. tests/test_views_fast.py passes every figure through plotly's validator, so a
+    misspelt property still fails there."""
+    import plotly.graph_objects as go
+    return go.Figure(dict(data=data, layout=layout), _validate=False)
+
+
+def merge(dst: dict, src: dict) -> dict:
+    """`src` into `dst`, nested dicts merged key by key (what plotly's update_layout does); returns dst."""
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            merge(dst[k], v)
+        else:
+            dst[k] = v
+    return dst
+
+
+def layout_base(title: str | None = None, height: int = 420, **kw) -> dict:
+    """The house layout (font, white ground, margins, hover labels) as a dict; `kw` merged over it."""
+    out = dict(font=dict(FONT), height=height, margin=dict(l=50, r=20, t=60 if title else 20, b=45),
+               paper_bgcolor="white", plot_bgcolor="white",
+               hoverlabel=dict(font=dict(size=15, family=FONT["family"])))
+    if title:
+        out["title"] = dict(text=title, x=0.01, xanchor="left", font=dict(size=18))
+    return merge(out, kw)
+
+
 def base_layout(fig, title: str | None = None, height: int = 420, **kw):
-    fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=18)) if title else None,
-        font=FONT, height=height, margin=dict(l=50, r=20, t=60 if title else 20, b=45),
-        paper_bgcolor="white", plot_bgcolor="white",
-        hoverlabel=dict(font_size=15, font_family=FONT["family"]),
-        **kw)
+    fig.update_layout(**layout_base(title, height, **kw))
     return fig
 
 
+@functools.lru_cache(maxsize=16)
+def _grid_json(rows: int, cols: int, spec: str) -> str:
+    from plotly.subplots import make_subplots
+    return make_subplots(rows=rows, cols=cols, **json.loads(spec)).layout.to_json()
+
+
+def grid_layout(rows: int, cols: int, **kw) -> dict:
+    """make_subplots' layout (axes domains, subplot titles) as a fresh dict, computed once per grid: a trace in
+    row r, column c names its axes with `grid_axes(r, c, cols)`."""
+    return json.loads(_grid_json(rows, cols, json.dumps(kw, sort_keys=True)))
+
+
+def grid_axes(row: int, col: int, cols: int) -> dict:
+    k = (row - 1) * cols + col
+    return dict(xaxis=f"x{k if k > 1 else ''}", yaxis=f"y{k if k > 1 else ''}")
+
+
+def axis_names(layout: dict, letter: str) -> list[str]:
+    """The layout's axes of one letter ("x": xaxis, xaxis2, ...)."""
+    return [k for k in layout if re.fullmatch(letter + r"axis\d*", k)]
+
+
 def empty_figure(message: str, height: int = 300):
-    import plotly.graph_objects as go
-    fig = go.Figure()
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font=dict(size=17, color="#666"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return base_layout(fig, height=height)
+    return figure([], layout_base(height=height, annotations=[dict(
+        text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+        font=dict(size=17, color="#666"))], xaxis=dict(visible=False), yaxis=dict(visible=False)))
 
 
 def pct(x) -> str:

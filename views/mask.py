@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 
 from eagle_core.decoding.tree import ancestry
 
-from .common import ACCEPTED, as_dict, base_layout, empty_figure, show_token
+from .common import ACCEPTED, as_dict, empty_figure, figure, layout_base, show_token
 
 
 def ancestry_of(rec: dict) -> list[list[bool]]:
@@ -29,18 +29,19 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
     text = [[(f"{labels[r]} sees {labels[c]}" if m[r][c] else f"{labels[r]} does not see {labels[c]}")
              for c in range(len(nodes))] for r in range(len(nodes))]
     marks = [["✓" if v == 2 else "" for v in row] for row in z]   # the accepted path, not by colour alone
-    fig = go.Figure(go.Heatmap(
-        z=z, x=labels, y=labels, zmin=0, zmax=2, xgap=1, ygap=1, hovertext=text, hoverinfo="text",
+    heat = dict(
+        type="heatmap", z=z, x=labels, y=labels, zmin=0, zmax=2, xgap=1, ygap=1, hovertext=text, hoverinfo="text",
         text=marks, texttemplate="%{text}", textfont=dict(size=11 if n_nodes > 20 else 14, color="white"),
         colorscale=[[0, "#f4f4f4"], [0.33, "#f4f4f4"], [0.34, "#5b7bd5"], [0.66, "#5b7bd5"],
                     [0.67, ACCEPTED], [1, ACCEPTED]],
         colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "✓ accepted path"], len=0.6),
-        name="tree attention"))
+        name="tree attention")
     n = len(nodes)
-    base_layout(fig, f"Tree attention: {n} tokens verified in one target pass<br><sup>row = query token, "
-                     f"column = key; every row also sees the {rec['prefix_len']} committed tokens</sup>",
-                height=height or max(380, min(1400, 160 + 20 * n)))
-    fig.update_yaxes(autorange="reversed", dtick=1, tickfont=dict(size=12 if n > 20 else 14), title="query (drafted token)")
-    fig.update_xaxes(tickangle=-60, dtick=1, tickfont=dict(size=12 if n > 20 else 14), side="bottom", title="key")
-    fig.update_layout(title_font_size=15)
-    return fig
+    tick = dict(size=12 if n > 20 else 14)
+    layout = layout_base(f"Tree attention: {n} tokens verified in one target pass<br><sup>row = query token, "
+                         f"column = key; every row also sees the {rec['prefix_len']} committed tokens</sup>",
+                         height=height or max(380, min(1400, 160 + 20 * n)),
+                         yaxis=dict(autorange="reversed", dtick=1, tickfont=tick, title=dict(text="query (drafted token)")),
+                         xaxis=dict(tickangle=-60, dtick=1, tickfont=dict(tick), side="bottom", title=dict(text="key")))
+    layout["title"]["font"]["size"] = 15
+    return figure([heat], layout)

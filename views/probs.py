@@ -4,10 +4,9 @@ from __future__ import annotations
 import re
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_PATTERN, DRAFT_Q, REJECTED, STATUS_GLYPHS, TARGET_P, as_dict,
-                     base_layout, esc, pct, show_token)
+                     axis_names, esc, figure, grid_axes, grid_layout, layout_base, merge, pct, show_token)
 from .rules import rule_sentence, source_legend, source_sentence
 
 
@@ -88,69 +87,71 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         node = default_node(rec)
     nodes = {n["index"]: n for n in rec["nodes"]}
     kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
-    fig = make_subplots(rows=1, cols=3, column_widths=[0.46, 0.29, 0.25], horizontal_spacing=0.08,
-                        subplot_titles=[" ", "Along the accepted path", " "])
+    layout = grid_layout(1, 3, column_widths=[0.46, 0.29, 0.25], horizontal_spacing=0.08,
+                         subplot_titles=[" ", "Along the accepted path", " "])
+    titles, data = layout["annotations"], []
     # ---- panel 1: the chosen node, against its siblings and the parent's top tokens
     if node is not None:
         par, rows = parent_distribution(rec, node)
         labels = [(STATUS_GLYPHS.get(r["status"], "") + " " if r.get("node") is not None else "")
                   + f"{show_token(r['text'])}" + (" ◀" if r.get("node") == node else "") for r in rows]
-        fig.add_trace(go.Bar(x=labels, y=[r["q"] or 0 for r in rows], name="draft q (head)",
-                             marker=dict(color=DRAFT_Q, pattern_shape=DRAFT_PATTERN), legendgroup="q",
-                             hovertext=[f"{esc(r['text'])}: q = {pct(r['q']) if r['q'] is not None else 'below top-k'}"
-                                        for r in rows], hoverinfo="text"), row=1, col=1)
-        fig.add_trace(go.Bar(x=labels, y=[r["p"] or 0 for r in rows], name="target p",
-                             marker_color=TARGET_P, legendgroup="p",
-                             marker_line=dict(color=[_status_col(r["status"]) for r in rows],
-                                              width=[4 if r.get("node") is not None else 0 for r in rows]),
-                             hovertext=[f"{esc(r['text'])}: p = {pct(r['p']) if r['p'] is not None else 'below top-k'}"
-                                        + (f"<br>drafted node {r['node']}: {r['status'].replace('_', ' ')}"
-                                           if r.get("node") is not None else "")
-                                        + (f"<br>{rule_sentence(r, sampling)}"
-                                           if r.get("node") is not None and sampling else "")
-                                        for r in rows], hoverinfo="text"), row=1, col=1)
+        data.append(dict(type="bar", x=labels, y=[r["q"] or 0 for r in rows], name="draft q (head)",
+                         marker=dict(color=DRAFT_Q, pattern=dict(shape=DRAFT_PATTERN)), legendgroup="q",
+                         hovertext=[f"{esc(r['text'])}: q = {pct(r['q']) if r['q'] is not None else 'below top-k'}"
+                                    for r in rows], hoverinfo="text", **grid_axes(1, 1, 3)))
+        data.append(dict(type="bar", x=labels, y=[r["p"] or 0 for r in rows], name="target p",
+                         marker=dict(color=TARGET_P, line=dict(
+                             color=[_status_col(r["status"]) for r in rows],
+                             width=[4 if r.get("node") is not None else 0 for r in rows])), legendgroup="p",
+                         hovertext=[f"{esc(r['text'])}: p = {pct(r['p']) if r['p'] is not None else 'below top-k'}"
+                                    + (f"<br>drafted node {r['node']}: {r['status'].replace('_', ' ')}"
+                                       if r.get("node") is not None else "")
+                                    + (f"<br>{rule_sentence(r, sampling)}"
+                                       if r.get("node") is not None and sampling else "")
+                                    for r in rows], hoverinfo="text", **grid_axes(1, 1, 3)))
         n = nodes[node]
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
         ttl = (f"<b>“{esc(show_token(n['text'], 16))}”</b> after “{esc(show_token(par['text'], 16))}”: "
                f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
         ttl += "<br>" + wrap(rule_sentence(n, sampling), 62)
-        fig.layout.annotations[0].update(text=ttl, font=dict(size=14))
+        merge(titles[0], dict(text=ttl, font=dict(size=14)))
     else:
-        fig.add_annotation(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
-                           showarrow=False, font=dict(size=15, color="#666"))
-        fig.layout.annotations[0].update(text="Chosen node")
+        titles.append(dict(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
+                           showarrow=False, font=dict(size=15, color="#666")))
+        titles[0]["text"] = "Chosen node"
     # ---- panel 2: the accepted path, then the bonus/correction
-    px = [f"{k + 1}. {show_token(nodes[i]['text'])}" for k, i in enumerate(rec["accepted_path"])]
-    fig.add_trace(go.Bar(x=px, y=[nodes[i]["q"] for i in rec["accepted_path"]],
-                         marker=dict(color=DRAFT_Q, pattern_shape=DRAFT_PATTERN),
-                         name="draft q (head)", legendgroup="q", showlegend=node is None,
-                         hovertext=[f"q = {pct(nodes[i]['q'])}" for i in rec["accepted_path"]], hoverinfo="text"),
-                  row=1, col=2)
-    fig.add_trace(go.Bar(x=px, y=[nodes[i]["p"] for i in rec["accepted_path"]], marker_color=TARGET_P,
-                         name="target p", legendgroup="p", showlegend=node is None,
-                         hovertext=[f"p = {pct(nodes[i]['p'])}" for i in rec["accepted_path"]], hoverinfo="text"),
-                  row=1, col=2)
-    if not rec["accepted_path"]:
-        fig.add_annotation(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
-                           xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666"))
+    path = rec["accepted_path"]
+    px = [f"{k + 1}. {show_token(nodes[i]['text'])}" for k, i in enumerate(path)]
+    data.append(dict(type="bar", x=px, y=[nodes[i]["q"] for i in path],
+                     marker=dict(color=DRAFT_Q, pattern=dict(shape=DRAFT_PATTERN)),
+                     name="draft q (head)", legendgroup="q", showlegend=node is None,
+                     hovertext=[f"q = {pct(nodes[i]['q'])}" for i in path], hoverinfo="text", **grid_axes(1, 2, 3)))
+    data.append(dict(type="bar", x=px, y=[nodes[i]["p"] for i in path], marker=dict(color=TARGET_P),
+                     name="target p", legendgroup="p", showlegend=node is None,
+                     hovertext=[f"p = {pct(nodes[i]['p'])}" for i in path], hoverinfo="text", **grid_axes(1, 2, 3)))
+    if not path:
+        titles.append(dict(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
+                           xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666")))
     # ---- panel 3: where the bonus/correction came from
     res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t)]
     bcol = CORRECTION if kind == "correction" else BONUS
-    fig.add_trace(go.Bar(x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"]) for t in res],
-                         y=[t["prob"] for t in res],
-                         marker=dict(color=[bcol if t["token_id"] == rec["bonus_token"] else "#c8c8c8" for t in res],
-                                     pattern_shape=["" if t["token_id"] == rec["bonus_token"] else "." for t in res]),
-                         name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
-                         hoverinfo="text"), row=1, col=3)
+    data.append(dict(type="bar", x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"])
+                                    for t in res],
+                     y=[t["prob"] for t in res],
+                     marker=dict(color=[bcol if t["token_id"] == rec["bonus_token"] else "#c8c8c8" for t in res],
+                                 pattern=dict(shape=["" if t["token_id"] == rec["bonus_token"] else "." for t in res])),
+                     name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
+                     hoverinfo="text", **grid_axes(1, 3, 3)))
     t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{wrap(source_sentence(rec), 30)}"
-    fig.layout.annotations[2].update(text=t3, font=dict(size=14))
-    fig.layout.annotations[1].update(font=dict(size=14))
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")
-    fig.update_layout(barmode="group", bargap=0.25)
-    base_layout(fig, None, height=height, legend=dict(orientation="h", y=-0.22, x=0))
-    fig.update_layout(margin=dict(l=50, r=20, t=100, b=110))
-    fig.update_xaxes(tickangle=-35, tickfont=dict(size=14))
-    return fig
+    merge(titles[2], dict(text=t3, font=dict(size=14)))
+    merge(titles[1], dict(font=dict(size=14)))
+    for axis in axis_names(layout, "y"):
+        layout[axis].update(range=[0, 1.05], tickformat=".0%", gridcolor="#eee")
+    for axis in axis_names(layout, "x"):
+        layout[axis].update(tickangle=-35, tickfont=dict(size=14))
+    merge(layout, layout_base(None, height=height, barmode="group", bargap=0.25, margin=dict(l=50, r=20, t=100, b=110),
+                              legend=dict(orientation="h", y=-0.22, x=0)))
+    return figure(data, layout)
 
 
 def _status_col(status):

@@ -3,11 +3,11 @@ the Race (EAGLE vs plain decoding through the same engine)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from eagle_core.bench.metrics import cycle_seconds, length_counts, tokens_per_forward, tokens_per_second
 
-from .common import ACCEPTED, BONUS, DRAFT_Q, TARGET_P, as_dicts, base_layout, empty_figure, esc
+from .common import (ACCEPTED, BONUS, DRAFT_Q, TARGET_P, as_dicts, axis_names, empty_figure, esc, figure,
+                     grid_axes, grid_layout, layout_base, merge)
 
 
 def summary(records) -> dict:
@@ -69,36 +69,38 @@ def stats_figure(records, upto: int | None = None, height: int = 600) -> go.Figu
         recs = [r for r in recs if r["cycle"] <= upto]
     if not recs:
         return empty_figure("Statistics appear after the first cycle")
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.26, horizontal_spacing=0.12, subplot_titles=[
+    layout = grid_layout(2, 2, vertical_spacing=0.26, horizontal_spacing=0.12, subplot_titles=[
         "New tokens per cycle", "Running τ (tokens per target pass)", "Accepted lengths (drafted tokens kept)",
         "Target passes vs tokens generated"])
     cyc = [r["cycle"] for r in recs]
     acc = [r["accept_length"] if r["cycle"] > 0 else 0 for r in recs]
     extra = [len(r["new_tokens"]) - a for r, a in zip(recs, acc)]
-    fig.add_trace(go.Bar(x=cyc, y=acc, name="accepted drafted tokens", marker_color=ACCEPTED), row=1, col=1)
-    fig.add_trace(go.Bar(x=cyc, y=extra, name="target's bonus / correction (hatched)",
-                         marker=dict(color=BONUS, pattern_shape="x"), legendgroup="b"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=cyc, y=[r["tau"] for r in recs], mode="lines+markers", name="running τ",
-                             line=dict(color=DRAFT_Q, width=3)), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[cyc[0], cyc[-1]], y=[1, 1], mode="lines", name="plain decoding (τ = 1)",
-                             line=dict(color="#999", dash="dash")), row=1, col=2)
     counts = length_counts((r["accept_length"] for r in recs if r["cycle"] > 0), size=2)
-    fig.add_trace(go.Bar(x=list(range(len(counts))), y=counts,
-                         name="cycles with this accepted length", marker_color="#5b7bd5"), row=2, col=1)
     fw = [r["target_forwards"] for r in recs]
-    fig.add_trace(go.Scatter(x=fw, y=[r["total_new_tokens"] for r in recs], mode="lines+markers",
-                             name="EAGLE tokens", line=dict(color=TARGET_P, width=3)), row=2, col=2)
-    fig.add_trace(go.Scatter(x=[0, fw[-1]], y=[0, fw[-1]], mode="lines", name="plain: 1 token per pass",
-                             line=dict(color="#999", dash="dash")), row=2, col=2)
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(title_text="cycle", row=1, col=1)
-    fig.update_xaxes(title_text="cycle", row=1, col=2)
-    fig.update_xaxes(title_text="accepted length", dtick=1, row=2, col=1)
-    fig.update_xaxes(title_text="target forward passes", row=2, col=2)
-    fig.update_yaxes(gridcolor="#eee")
-    base_layout(fig, None, height=height, legend=dict(orientation="h", y=-0.16, x=0, font=dict(size=13)))
-    fig.update_layout(margin=dict(l=50, r=20, t=40, b=100))
-    return fig
+    at = {(r, c): grid_axes(r, c, 2) for r in (1, 2) for c in (1, 2)}
+    data = [
+        dict(type="bar", x=cyc, y=acc, name="accepted drafted tokens", marker=dict(color=ACCEPTED), **at[1, 1]),
+        dict(type="bar", x=cyc, y=extra, name="target's bonus / correction (hatched)",
+             marker=dict(color=BONUS, pattern=dict(shape="x")), legendgroup="b", **at[1, 1]),
+        dict(type="scatter", x=cyc, y=[r["tau"] for r in recs], mode="lines+markers", name="running τ",
+             line=dict(color=DRAFT_Q, width=3), **at[1, 2]),
+        dict(type="scatter", x=[cyc[0], cyc[-1]], y=[1, 1], mode="lines", name="plain decoding (τ = 1)",
+             line=dict(color="#999", dash="dash"), **at[1, 2]),
+        dict(type="bar", x=list(range(len(counts))), y=counts, name="cycles with this accepted length",
+             marker=dict(color="#5b7bd5"), **at[2, 1]),
+        dict(type="scatter", x=fw, y=[r["total_new_tokens"] for r in recs], mode="lines+markers",
+             name="EAGLE tokens", line=dict(color=TARGET_P, width=3), **at[2, 2]),
+        dict(type="scatter", x=[0, fw[-1]], y=[0, fw[-1]], mode="lines", name="plain: 1 token per pass",
+             line=dict(color="#999", dash="dash"), **at[2, 2])]
+    for axis, title in zip(("xaxis", "xaxis2", "xaxis3", "xaxis4"),
+                           ("cycle", "cycle", "accepted length", "target forward passes")):
+        layout[axis]["title"] = dict(text=title)
+    layout["xaxis3"]["dtick"] = 1
+    for axis in axis_names(layout, "y"):
+        layout[axis]["gridcolor"] = "#eee"
+    merge(layout, layout_base(None, height=height, barmode="stack", margin=dict(l=50, r=20, t=40, b=100),
+                              legend=dict(orientation="h", y=-0.16, x=0, font=dict(size=13))))
+    return figure(data, layout)
 
 
 def race_figure(eagle_records, plain_records, height: int = 380) -> go.Figure:
@@ -106,16 +108,18 @@ def race_figure(eagle_records, plain_records, height: int = 380) -> go.Figure:
     e, v = summary(eagle_records), summary(plain_records)
     if not e["tokens"] or not v["tokens"]:
         return empty_figure("Press Race: the same prompt is decoded plainly and with EAGLE, and timed")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=["tokens per second", "target forward passes",
-                                                        "wall time (s)"], horizontal_spacing=0.1)
+    layout = grid_layout(1, 3, subplot_titles=["tokens per second", "target forward passes", "wall time (s)"],
+                         horizontal_spacing=0.1)
     names = ["plain decoding", "EAGLE"]
     cols = ["#9e9e9e", ACCEPTED]
+    data = []
     for col, key, fmt in ((1, "tokens_per_s", "{:.1f}"), (2, "forwards", "{:d}"), (3, "seconds", "{:.2f}")):
         vals = [v[key], e[key]]
-        fig.add_trace(go.Bar(x=names, y=vals, marker_color=cols, text=[fmt.format(x) for x in vals],
-                             textposition="outside", showlegend=False, name=key), row=1, col=col)
-        fig.update_yaxes(range=[0, max(vals) * 1.3 + 1e-9], row=1, col=col, gridcolor="#eee")
+        data.append(dict(type="bar", x=names, y=vals, marker=dict(color=cols), text=[fmt.format(x) for x in vals],
+                         textposition="outside", showlegend=False, name=key, **grid_axes(1, col, 3)))
+        layout[grid_axes(1, col, 3)["yaxis"].replace("y", "yaxis")].update(range=[0, max(vals) * 1.3 + 1e-9],
+                                                                            gridcolor="#eee")
     speed = e["tokens_per_s"] / v["tokens_per_s"] if v["tokens_per_s"] else 0.0
-    base_layout(fig, f"Race: speedup {speed:.2f}× measured ({e['tokens']} vs {v['tokens']} tokens, "
-                     f"τ = {e['tau']:.2f})", height=height)
-    return fig
+    merge(layout, layout_base(f"Race: speedup {speed:.2f}× measured ({e['tokens']} vs {v['tokens']} tokens, "
+                              f"τ = {e['tau']:.2f})", height=height))
+    return figure(data, layout)

@@ -7,7 +7,7 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, KIND_GLYPHS, STATUS_COLOURS, STATUS_GLYPHS, STATUS_NAMES,
-                     as_dict, base_layout, esc, pct, show_token)
+                     as_dict, esc, figure, layout_base, pct, show_token)
 from .rules import rule_sentence, source_sentence
 
 MARKERS = {"root": "diamond", "accepted": "circle", "rejected": "x", "not_reached": "circle-open"}
@@ -113,7 +113,7 @@ def _place(rec: dict) -> _Tree:
                  colour=CORRECTION if kind == "correction" else BONUS)
 
 
-def _add_edges(fig: go.Figure, t: _Tree):
+def _edges(t: _Tree) -> list[dict]:
     """The draft edges dotted, the accepted path bold, and the dotted edge to the target's own token."""
     ex, ey, ax, ay = [], [], [], []
     for u, v in t.g.edges:
@@ -122,13 +122,13 @@ def _add_edges(fig: go.Figure, t: _Tree):
         xs, ys = (ax, ay) if on_path else (ex, ey)
         xs += [x0, x1, None]
         ys += [y0, y1, None]
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
-                             hoverinfo="skip", name="draft edges", showlegend=False))
-    fig.add_trace(go.Scatter(x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
-                             hoverinfo="skip", name="accepted path"))
-    fig.add_trace(go.Scatter(x=[t.pos[t.last][0], t.bx], y=[t.pos[t.last][1], t.by], mode="lines",
-                             line=dict(color=t.colour, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
-                             name="bonus edge"))
+    return [dict(type="scatter", x=ex, y=ey, mode="lines", line=dict(color="#c9c9c9", width=2, dash="dot"),
+                 hoverinfo="skip", name="draft edges", showlegend=False),
+            dict(type="scatter", x=ax, y=ay, mode="lines", line=dict(color=ACCEPTED, width=7),
+                 hoverinfo="skip", name="accepted path"),
+            dict(type="scatter", x=[t.pos[t.last][0], t.bx], y=[t.pos[t.last][1], t.by], mode="lines",
+                 line=dict(color=t.colour, width=4, dash="dot"), hoverinfo="skip", showlegend=False,
+                 name="bonus edge")]
 
 
 def _bonus_hover(t: _Tree) -> str:
@@ -137,31 +137,32 @@ def _bonus_hover(t: _Tree) -> str:
             f"<br>{source_sentence(rec)}")
 
 
-def _add_markers(fig: go.Figure, t: _Tree):
+def _markers(t: _Tree) -> list[dict]:
     """One marker trace per status (the legend, hover and click targets), then the target's token as a star /
     diamond."""
-    nodes, pos = t.nodes, t.pos
+    nodes, pos, out = t.nodes, t.pos, []
     for status in ("root", "accepted", "rejected", "not_reached"):
         ids = [i for i, n in nodes.items() if n["status"] == status]
-        fig.add_trace(go.Scatter(
-            x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
+        out.append(dict(
+            type="scatter", x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
             marker=dict(symbol=MARKERS[status], size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
             hovertext=[_hover(nodes[i], t.sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
             customdata=ids, visible=True if ids else "legendonly"))
     correction = t.kind == "correction"
-    fig.add_trace(go.Scatter(x=[t.bx], y=[t.by], mode="markers",
-                             marker=dict(symbol="diamond" if correction else "star", size=30, color=t.colour,
-                                         line=dict(width=1, color="white")),
-                             hovertext=[_bonus_hover(t)], hoverinfo="text",
-                             name="◆ correction (target's token)" if correction else "★ bonus (target's token)"))
+    out.append(dict(type="scatter", x=[t.bx], y=[t.by], mode="markers",
+                    marker=dict(symbol="diamond" if correction else "star", size=30, color=t.colour,
+                                line=dict(width=1, color="white")),
+                    hovertext=[_bonus_hover(t)], hoverinfo="text",
+                    name="◆ correction (target's token)" if correction else "★ bonus (target's token)"))
+    return out
 
 
-def _add_labels(fig: go.Figure, t: _Tree):
+def _labels(t: _Tree) -> list[dict]:
     """Each node's token as a box over its marker (the click targets, node-<i>), and the target's token's box."""
     label_size = 17 if t.leaves <= 16 else 14
-    labels = []   # plain dicts, assigned at once (add_annotation validates one by one: slow for big trees)
+    labels = []
     for i, n in t.nodes.items():
         x, y = t.pos[i]
         col = STATUS_COLOURS[n["status"]]
@@ -172,22 +173,19 @@ def _add_labels(fig: go.Figure, t: _Tree):
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in t.path or i == 0 else 1, borderpad=4,
                            hovertext=_hover(n, t.sampling), name=f"node-{i}", captureevents=i > 0))
-    fig.update_layout(annotations=labels)
-    fig.add_annotation(x=t.bx, y=t.by,
+    labels.append(dict(x=t.bx, y=t.by,
                        text=f"{KIND_GLYPHS.get(t.kind, '★')} <b>{esc(show_token(t.rec['bonus_text']))}</b> ({t.kind})",
                        showarrow=False, font=dict(size=17, color="#111"), bgcolor=t.colour, bordercolor="#333",
-                       borderwidth=2, borderpad=4, hovertext=_bonus_hover(t), xshift=0)
+                       borderwidth=2, borderpad=4, hovertext=_bonus_hover(t), xshift=0))
+    return labels
 
 
-def _set_axes(fig: go.Figure, t: _Tree):
-    """Depth columns named on top (root, depth 1, ...); no y axis."""
-    maxd = max([p[0] for p in t.pos.values()] + [t.bx])
-    # the bonus/correction box sits right of the deepest column: room for its label, so it is never clipped
-    fig.update_xaxes(range=[-0.6, maxd + (1.3 if t.bx >= maxd else 0.6)], tickmode="array",
-                     tickvals=list(range(int(maxd) + 1)),
-                     ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
-                     zeroline=False, side="top")
-    fig.update_yaxes(visible=False, range=[-(t.rows - 1) - 0.7, 0.7])
+def depth_axes(maxd: float, right: float, bottom: float) -> dict:
+    """Depth columns named on top (root, depth 1, ...) from -0.6 to `right`; no y axis, down to `bottom`."""
+    return dict(xaxis=dict(range=[-0.6, right], tickmode="array", tickvals=list(range(int(maxd) + 1)),
+                           ticktext=["root"] + [f"depth {d}" for d in range(1, int(maxd) + 1)], showgrid=False,
+                           zeroline=False, side="top"),
+                yaxis=dict(visible=False, range=[bottom, 0.7]))
 
 
 def _title(t: _Tree) -> str:
@@ -201,17 +199,14 @@ def _title(t: _Tree) -> str:
 def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:
     """Plotly figure of a cycle's draft tree (horizontal: the root on the left, depth to the right)."""
     t = _place(as_dict(rec))
-    fig = go.Figure()
-    _add_edges(fig, t)
-    _add_markers(fig, t)
-    _add_labels(fig, t)
-    _set_axes(fig, t)
+    maxd = max([p[0] for p in t.pos.values()] + [t.bx])
     row_px = 50 if t.rows <= 16 else 34                 # big trees: tighter rows, smaller labels
-    base_layout(fig, title or _title(t), height=height or max(340, min(1700, 150 + row_px * t.rows)),
-                legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
-                hovermode="closest")
-    fig.update_layout(margin=dict(l=20, r=20, t=85, b=50))
-    return fig
+    # the bonus/correction box sits right of the deepest column: room for its label, so it is never clipped
+    layout = layout_base(title or _title(t), height=height or max(340, min(1700, 150 + row_px * t.rows)),
+                         legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, font=dict(size=14)),
+                         hovermode="closest", margin=dict(l=20, r=20, t=85, b=50), annotations=_labels(t),
+                         **depth_axes(maxd, maxd + (1.3 if t.bx >= maxd else 0.6), -(t.rows - 1) - 0.7))
+    return figure(_edges(t) + _markers(t), layout)
 
 
 def _mix(hex_colour: str, alpha: float) -> str:
