@@ -25,6 +25,17 @@ from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Set
 from .race import RaceView
 
 STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
+# ...and with a class, less often still: a streamed update costs the server ~10 ms under the GIL (gradio's
+# postprocessing of the outputs, those it leaves as they are included, the diff and the event), so thirty Runs
+# pushing three a second would take a whole core from the rounds. With R entries running, the text goes out
+# every max(STREAM_TEXT_S, R * STREAM_SHARE_S) seconds: ~20 updates a second in all, whatever the class size.
+STREAM_SHARE_S = 0.05
+
+
+def stream_intervals(running: int) -> tuple[float, float]:
+    """(text, tree) seconds between a Run's streamed updates when `running` entries run at once."""
+    text = max(STREAM_TEXT_S, running * STREAM_SHARE_S)
+    return text, max(STREAM_TREE_S, 4 * text)
 BEAT_SECONDS = float(os.environ.get("EAGLE_LENS_BEAT_SECONDS", 1.6))
 PLAY_LIMIT = 16      # Plays animating at once (each waits between beats without a worker thread); more queue
 
@@ -221,15 +232,16 @@ class LensTab:
         return {getattr(self, k): v for k, v in views_.items()} | {self.status: status, self.state: state}
 
     def render_streaming(self, state, status, with_tree: bool) -> dict:
-        """A Run's intermediate update: the text, the cards and the cycle slider (and now and then the tree); the
-        heavier figures are drawn once, when the Run ends or stops, so the browser keeps up and Stop gets through."""
+        """A Run's intermediate update: the text and the cards (and now and then the tree and the cycle slider:
+        an update of a component's properties costs gradio ~5 ms); the heavier figures are drawn once, when the
+        Run ends or stops, so the browser keeps up and Stop gets through."""
         recs = shown(state)
         n = len(recs)
         out = {self.text: text_panel(state), self.cards: views.stats_html(recs, seen=state.get("seen")),
-               self.cycle: gr.update(maximum=max(1, n - 1), value=max(n - 1, 0), interactive=False),
                self.status: status, self.state: state}
         if with_tree and recs:
             out[self.tree] = views.tree_figure(recs[-1])
+            out[self.cycle] = gr.update(maximum=max(1, n - 1), value=max(n - 1, 0), interactive=False)
         return out
 
     def message(self, state, msg, icon="❌") -> dict:
@@ -320,8 +332,9 @@ class LensTab:
             generation.bound_decoder(dec)
             now = time.perf_counter()
             state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (now - t_start)]
-            if not dec.done and now - pushed_text >= STREAM_TEXT_S:
-                tree_due = now - pushed_tree >= STREAM_TREE_S
+            text_s, tree_s = stream_intervals(SESSIONS.running())
+            if not dec.done and now - pushed_text >= text_s:
+                tree_due = now - pushed_tree >= tree_s
                 yield self.render_streaming(state, status, with_tree=tree_due)
                 pushed_text = time.perf_counter()
                 pushed_tree = pushed_text if tree_due else pushed_tree

@@ -47,3 +47,14 @@ def test_a_token_click_moves_the_cycle():
     tab.on_click({}, 7, "@5:1700000000000")
     tab.on_click({}, 7, "junk")
     assert seen == [(7, 3), (4, 2), (5, None), (7, None)]
+
+
+def test_a_class_streams_less_often_each_so_the_server_keeps_up():
+    """A streamed update costs the server ~10 ms under the GIL: one student gets the text 3 times a second, a
+    class of thirty each every 1.5 s, ~20 updates a second in all whatever the class size."""
+    from tabs.lens import STREAM_TEXT_S, STREAM_TREE_S, stream_intervals
+    assert stream_intervals(1) == (STREAM_TEXT_S, STREAM_TREE_S)
+    assert abs(stream_intervals(30)[0] - 1.5) < 1e-9
+    for running in (1, 2, 5, 7, 30, 64):
+        text, tree = stream_intervals(running)
+        assert running / text <= 20 + 1e-9 and tree >= text and text >= STREAM_TEXT_S

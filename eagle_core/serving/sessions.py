@@ -95,6 +95,11 @@ class SessionStore:
             ent.stop.clear()
             return True
 
+    def running(self) -> int:
+        """Entries with something running (a Step, a Run, a Race)."""
+        with self.lock:
+            return sum(bool(e.running) for e in self.entries.values())
+
     def release(self, ent: Session):
         with self.lock:
             ent.running = None
