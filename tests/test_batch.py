@@ -90,7 +90,7 @@ def test_a_round_drafts_every_tree_in_packed_head_forwards(exact, monkeypatch):
     sessions = [("oracle", dict(draft="chain", depth=3), [1, 400 + i, 17]) for i in range(4)]
     sessions.append(("unshifted", dict(draft="chain", depth=3), [1, 77]))
     decs = _decoders(target, heads, sessions, n_tokens=12)
-    step_together(decs)                                  # prefills (alone)
+    step_together(decs)                                  # prefills (one pass)
     calls = {"head": [], "lm": []}
     for kind, name in (("head", "run_heads"), ("lm", "run_lms")):
         real = getattr(draft_calls, name)
@@ -99,6 +99,29 @@ def test_a_round_drafts_every_tree_in_packed_head_forwards(exact, monkeypatch):
     # per head: the catch-up and two expansions (depth 3); the three levels' LM heads are the target's for both
     # EAGLE-1 heads, so all five generations share each
     assert sorted(calls["head"]) == [1, 1, 1, 4, 4, 4] and calls["lm"] == [5, 5, 5]
+
+
+def test_prefills_join_the_rounds_pass(exact, monkeypatch):
+    """A class pressing Step together: every fresh generation's prompt is read in the round's one pass (one per
+    set of target layers the heads read: the EAGLE-3 head's is another), beside the trees of those past their
+    prefill, the LM head on each prompt's last row only; the outputs are each generation's alone (above)."""
+    target, heads = exact
+    decs = _decoders(target, heads)
+    decs[0].step()                                       # past its prefill: it drafts a tree this round
+    passes = []
+    real = target.forward_packed
+    monkeypatch.setattr(target, "forward_packed",
+                        lambda parts, aux=(): passes.append([p.logits for p in parts]) or real(parts, aux))
+    records, info = step_together(decs)
+    assert sorted(len(p) for p in passes) == [1, 5]      # the EAGLE-3 generation's layers, everyone else's
+    assert sorted(x for p in passes for x in p if x != "last") == [True] and info.prefills == 5
+    assert info.sessions == 6 and info.rows == sum(len(ids) for _, _, ids in SESSIONS[1:]) + len(records[0].nodes)
+    assert [r.cycle for r in records] == [1, 0, 0, 0, 0, 0]
+    monkeypatch.undo()
+    alone = _decoders(target, heads)
+    for a, b in zip(alone[1:], decs[1:]):
+        a.step()
+        assert _signature(b) == _signature(a) and b.new_ids == a.new_ids
 
 
 def test_the_kv_cache_is_a_fresh_prefill_after_batched_rounds(exact):

@@ -8,7 +8,9 @@ commits with its own generator, exactly as it does alone (EagleDecoder.finish_cy
 therefore its output alone: bit for bit where the target's kernel plan is row-independent (Target.row_independent),
 else up to the kernels' rounding between a pass over its rows and a pass over everyone's (near-ties only).
 
-Prefills (a prompt's first pass) run alone: a prompt is hundreds of rows, a round's trees a few each.
+A generation's prefill (its prompt's first pass) joins the round's pass as one more part (causal over its own
+empty cache, the LM head on its last row only): a class that presses Step together prefills in one pass instead
+of thirty one after another.
 """
 from __future__ import annotations
 
@@ -25,46 +27,44 @@ from .records import CycleRecord
 @dataclass
 class RoundInfo:
     """What one round's shared pass held: shown to every student whose cycle it verified."""
-    sessions: int          # generations verified in the pass
-    rows: int              # tokens in the pass (every tree's root and drafted nodes)
+    sessions: int          # generations in the pass (their trees verified, or their prompts prefilled)
+    rows: int              # tokens in the pass (every tree's root and drafted nodes, every prompt)
     seconds: float         # the pass's wall time
     draft_seconds: float = 0.0   # the round's drafting (every tree, in lockstep)
+    prefills: int = 0      # of `sessions`, generations whose prompt this pass read (they drafted nothing)
 
 
 @torch.inference_mode()
 def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) -> tuple[list[CycleRecord], RoundInfo]:
     """Advance every decoder (engine.EagleDecoder, not done) by one cycle; `shapes[i]`: decoder i's tree for this
-    cycle (None: its own). Decoders still to prefill do so alone. Returns their records, in order, and the round."""
+    cycle (None: its own). A decoder still to prefill reads its prompt in the same pass. Returns their records, in
+    order, and the round."""
     shapes = shapes or [None] * len(decoders)
     records: list[CycleRecord | None] = [None] * len(decoders)
-    live = []
-    for i, dec in enumerate(decoders):
-        if dec.done:
-            raise RuntimeError("generation already finished")
-        if not dec.cycles:
-            records[i] = dec.step()
-        else:
-            live.append(i)
-    if not live:
-        return records, RoundInfo(0, 0, 0.0)
-    t0 = time.perf_counter()     # every tree drafted in lockstep, each level's forwards packed (draft_calls.py)
-    trees = dict(zip(live, run_together([decoders[i].draft_steps(shapes[i]) for i in live])))
-    draft_s = decoders[live[0]]._clock() - t0
-    groups: dict[tuple, list[int]] = {}   # one packed pass per set of target layers the heads read
-    for i in live:
-        groups.setdefault(decoders[i].aux_layers, []).append(i)
-    target = decoders[live[0]].target
-    if any(decoders[i].target is not target for i in live):
+    if any(dec.done for dec in decoders):
+        raise RuntimeError("generation already finished")
+    target = decoders[0].target
+    if any(dec.target is not target for dec in decoders):
         raise ValueError("one round verifies on one target")
-    rows = sum(len(trees[i]) for i in live)
+    fresh = [i for i, dec in enumerate(decoders) if not dec.cycles]
+    live = [i for i, dec in enumerate(decoders) if dec.cycles]
+    t0 = time.perf_counter()     # every tree drafted in lockstep, each level's forwards packed (draft_calls.py)
+    trees = dict(zip(live, run_together([decoders[i].draft_steps(shapes[i]) for i in live]))) if live else {}
+    draft_s = decoders[0]._clock() - t0
+    groups: dict[tuple, list[int]] = {}   # one packed pass per set of target layers the heads read
+    for i in fresh + live:
+        groups.setdefault(decoders[i].aux_layers, []).append(i)
     t0 = time.perf_counter()
-    outs = {}
+    outs, rows = {}, 0
     for aux, idx in groups.items():
-        parts = [decoders[i].verify_part(trees[i]) for i in idx]
+        parts = [decoders[i].verify_part(trees[i]) if i in trees else decoders[i].prefill_part() for i in idx]
+        rows += sum(p.rows for p in parts)
         for i, out in zip(idx, target.forward_packed(parts, aux)):
             outs[i] = out
-    verify_s = decoders[live[0]]._clock() - t0
-    info = RoundInfo(len(live), rows, verify_s, draft_s)
+    verify_s = decoders[0]._clock() - t0
+    info = RoundInfo(len(decoders), rows, verify_s, draft_s if live else 0.0, prefills=len(fresh))
+    for i in fresh:
+        records[i] = decoders[i].commit_record(decoders[i].finish_prefill(outs[i][0], outs[i][1], t0))
     for i in live:
         dec = decoders[i]
         res = dec.finish_cycle(trees[i], outs[i][0], outs[i][1], draft_s, verify_s)

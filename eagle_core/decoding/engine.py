@@ -225,10 +225,23 @@ class EagleDecoder:
     def _prefill(self) -> CycleResult:
         """The prompt in one target pass; its first token is the root of cycle 1. Timed as verify_seconds."""
         t0 = time.perf_counter()
-        ids = torch.tensor([self.prompt_ids], device=self.target.device)
-        logits, self.pending_feats = self.target.forward(ids, past_key_values=self.cache, logits="last",
-                                                         aux_layers=self.aux_layers)
+        p = self.prefill_part()
+        logits, feats = self.target.forward(p.input_ids, p.position_ids, p.cache, logits="last",
+                                            aux_layers=self.aux_layers)
+        return self.finish_prefill(logits, feats, t0)
+
+    def prefill_part(self) -> Part:
+        """The prompt's share of a pass (alone, or packed with other sessions': decoding/batch.py): positions
+        0..n-1, causal, into this generation's own (empty) KV cache; the LM head reads its last row only."""
+        dev = self.target.device
+        ids = torch.tensor([self.prompt_ids], device=dev)
         self.target_forwards += 1
+        return Part(ids, torch.arange(ids.shape[1], device=dev)[None], self.cache, None, logits="last")
+
+    def finish_prefill(self, logits, feats, t0: float) -> CycleResult:
+        """After the prompt's pass (begun at `t0`): pick the first token (argmax, or sampled with this generation's
+        generator) and commit it."""
+        self.pending_feats = feats
         p = self._target_probs(logits[0, -1])
         greedy = self.cfg.temperature == 0
         tok = int(p.argmax()) if greedy else sample(p, self.gen)

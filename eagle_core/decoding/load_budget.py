@@ -161,8 +161,9 @@ class LoadBudget:
         """A round's (decoding/batch.step_together: its records and RoundInfo) drafting time, when its trees were
         all of one size (a mixed round says nothing about either size alone)."""
         sizes = {len(r.nodes) for r in records if r.cycle > 0}
-        if len(sizes) == 1 and info.sessions and max(sizes) > 1:
-            self.observe(sizes.pop(), info.draft_seconds, info.sessions)
+        drafted = info.sessions - info.prefills
+        if len(sizes) == 1 and drafted and max(sizes) > 1:
+            self.observe(sizes.pop(), info.draft_seconds, drafted)
 
 
 def bucket(sessions: int) -> int:

@@ -23,12 +23,13 @@ from .planned_linear import shared_input_linears
 
 @dataclass
 class Part:
-    """One session's share of a packed pass: its tokens [1, n], their positions [1, n], its KV cache and its mask
-    (what it would hand `Target.forward` alone)."""
+    """One session's share of a packed pass: its tokens [1, n], their positions [1, n], its KV cache, its mask and
+    which rows need logits (what it would hand `Target.forward` alone: True every row, "last" a prefill's)."""
     input_ids: torch.Tensor
     position_ids: torch.Tensor
     cache: object
     attention_mask: torch.Tensor | None = None
+    logits: bool | str = True
 
     @property
     def rows(self) -> int:

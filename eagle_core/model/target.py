@@ -202,14 +202,16 @@ class Target:
         lean forward supports the model, else one pass each. Returns [(logits, features)] per part, as `forward`
         returns them for that part alone."""
         if not self.lean or len(parts) == 1:
-            return [self.forward(p.input_ids, p.position_ids, p.cache, p.attention_mask, aux_layers=aux_layers)
-                    for p in parts]
+            return [self.forward(p.input_ids, p.position_ids, p.cache, p.attention_mask, logits=p.logits,
+                                 aux_layers=aux_layers) for p in parts]
         outs = packed_llama_forward(self.model, parts, tuple(aux_layers))
         feats = [o[0] for o in outs] if aux_layers else outs
-        logits = self.lm_head(torch.cat(feats, dim=1))
+        # the LM head over the rows that need logits only (a prefill's last row: its prompt is hundreds of rows)
+        rows = [f if p.logits is True else f[:, -1:] if p.logits == "last" else f[:, :0] for p, f in zip(parts, feats)]
+        logits = self.lm_head(torch.cat(rows, dim=1))
         res, a = [], 0
-        for p, o in zip(parts, outs):
-            b = a + p.rows
+        for p, o, r in zip(parts, outs, rows):
+            b = a + r.shape[1]
             res.append((logits[:, a:b], torch.cat(o[1], dim=-1) if aux_layers else o))
             a = b
         return res
