@@ -8,7 +8,8 @@ import views
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.gpu import gpu
 from eagle_core.serving.loading import MODEL
-from eagle_core.serving.turns import model_turn, queue_note, release_turn
+from eagle_core.serving.rounds import job_turn
+from eagle_core.serving.turns import queue_note
 
 from .common import TRACE, unexpected
 
@@ -64,15 +65,12 @@ class AmbiguityTab:
         return self
 
     def on_compute(self, prefix, branches, chat=False):
-        """One bounded piece of model work (a few forwards), in its turn."""
-        ticket = None
+        """One bounded piece of model work (a few forwards): a job of the engine loop, in its turn."""
         try:
             b = check_inputs(prefix, branches)
             MODEL.require()
-            ticket = yield from model_turn(lambda ahead, w: {self.msg: queue_note(ahead, w)})
-            rec = _ambiguity(prefix, b, chat)
-            release_turn(ticket)
-            ticket = None
+            rec = yield from job_turn(lambda: _ambiguity(prefix, b, chat),
+                                      lambda ahead, w: {self.msg: queue_note(ahead, w)})
             yield {self.fig: views.ambiguity_figure(rec), self.dist: views.ambiguity_dist_figure(rec),
                    self.table: views.ambiguity_html(rec), self.msg: "Computed live from the target and both heads."}
         except (UserError, ValueError) as exc:
@@ -81,8 +79,6 @@ class AmbiguityTab:
             raise
         except Exception as exc:
             yield {self.msg: f"❌ Could not compute ({unexpected(exc)})."}
-        finally:
-            release_turn(ticket)
 
     def wire(self, model_kw: dict):
         ins, outs = [self.prefix, self.branches, self.chat], [self.fig, self.dist, self.table, self.msg]

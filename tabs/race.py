@@ -20,7 +20,8 @@ from eagle_core.serving.errors import Stopped, UserError
 from eagle_core.serving.gpu import PRECOMPUTE, ZERO_GPU, gpu
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.sessions import SESSIONS, Session
-from eagle_core.serving.turns import one_turn, queue_note
+from eagle_core.serving.rounds import run_job
+from eagle_core.serving.turns import queue_note
 from views.common import empty_figure
 
 from .common import Settings, shown, unexpected
@@ -205,8 +206,7 @@ class RaceView:
         greedy = cfg.temperature == 0
         div, eps = (None, 0.0)
         if greedy and pt != et:
-            with one_turn():
-                div, eps = race_divergence(prompt, pt, et)
+            div, eps = run_job(lambda: race_divergence(prompt, pt, et))
         same = race_sameness(greedy, pt, et, div, eps)
         if stopped:
             same += f" (over the first {len(pt)} tokens, as far as both got before Stop)"

@@ -10,7 +10,8 @@ import views
 from eagle_core.serving import generation
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.loading import MODEL
-from eagle_core.serving.turns import model_turn, queue_note, release_turn
+from eagle_core.serving.rounds import job_turn
+from eagle_core.serving.turns import queue_note
 from views.walkthrough import STEPS, pick_cycle, step_markdown, step_settings, walk_figure
 
 from .ambiguity import _ambiguity
@@ -111,11 +112,7 @@ class WalkthroughTab:
             progress = lambda cycles: msg(f"⏳ Decoding live: {cycles[-1].total_new_tokens} tokens…")  # noqa: E731
             MODEL.require()
             if view == "ambiguity":
-                ticket = yield from model_turn(waiting)
-                try:
-                    rec = _ambiguity("How can I", 4)
-                finally:
-                    release_turn(ticket)
+                rec = yield from job_turn(lambda: _ambiguity("How can I", 4), waiting)
                 fig, note = walk_figure(i, [], None, rec)
                 yield {self.fig: fig, self.msg: f"Live: computed just now. {note}"}
                 return

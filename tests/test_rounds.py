@@ -149,3 +149,44 @@ def test_a_class_that_comes_back_a_little_late_stays_in_one_round(pair):
     alone = loop.submit(decs[0])
     assert alone.done.wait(30) and alone.record["pass_sessions"] == 1
     assert time.perf_counter() - t0 < rounds.GATHER_S + 2.0
+
+
+def test_jobs_run_in_the_loop_a_few_a_round_first_come_first(pair):
+    """"How can I" is a job of the loop: run in the next round with room for it, its value (or its error) handed
+    back; at most JOBS_PER_ROUND a round, in the order asked, so a burst of them never holds the class's cycles
+    back by more than a couple of jobs a round."""
+    target, head = pair
+    loop = rounds.RoundLoop()
+    dec = _new(target, head, 0, dict(draft="chain", depth=2), n=40)
+    gate = threading.Event()
+    real = loop._round
+    ran = []                                   # (job, rounds completed when it ran)
+
+    def held(batch):
+        gate.wait(10)
+        real(batch)
+    loop._round = held
+    with loop.cv:                               # five jobs and one cycle, queued before the first round
+        jobs = [loop.submit(None, job=lambda k=k: ran.append((k, loop.rounds)) or k * k) for k in range(5)]
+        cycles = [loop.submit(dec)]
+    gate.set()
+    assert all(r.done.wait(30) for r in jobs + cycles)
+    assert [r.result for r in jobs] == [0, 1, 4, 9, 16] and [k for k, _ in ran] == [0, 1, 2, 3, 4]
+    per_round = [sum(1 for _, n in ran if n == i) for i in sorted({n for _, n in ran})]
+    assert max(per_round) == rounds.JOBS_PER_ROUND and len(per_round) == 3
+    assert ran[2][1] >= 1, "the cycle went in the first round, beside the first two jobs, not after all five"
+    assert cycles[0].record["cycle"] == 0
+
+
+def test_a_failing_job_raises_in_its_caller_and_the_loop_goes_on(pair, monkeypatch):
+    target, head = pair
+    loop = rounds.RoundLoop()
+    monkeypatch.setattr(rounds, "LOOP", loop)
+
+    def broken():
+        raise ValueError("bad prefix")
+    with pytest.raises(ValueError, match="bad prefix"):
+        _drive(rounds.job_turn(broken))
+    assert rounds.run_job(lambda: 42) == 42
+    dec = _new(target, head, 1, dict(draft="vanilla"))
+    assert _drive(rounds.cycle_turn(dec))[0]["cycle"] == 0

@@ -2,10 +2,13 @@
 
 A Step, each cycle of a Run, a Race lane or a walkthrough run asks for one cycle of its decoder (`cycle_turn`). The
 loop takes every waiting request, first come first served up to ROUND_MAX, and advances them in one round
-(decoding/batch.step_together: their trees verified in ONE target pass), with trees sized by the load
-(decoding/load_budget.py: one student keeps its tree, a class drafts a short chain or none). Sessions join and leave
-between rounds; a Stop while waiting leaves the queue at once. A round holds the model's fair lock like any other
-piece of model work ("How can I", a replayed generation), so those interleave with rounds first come first served.
+(decoding/batch.step_together: their trees verified, and new generations' prompts read, in ONE target pass), with
+trees sized by the load (decoding/load_budget.py: one student keeps its tree, a class drafts a short chain or none).
+Sessions join and leave between rounds; a Stop while waiting leaves the queue at once. Other model work ("How can I",
+a Race's divergence check) is a job of the loop (`job_turn`): a round runs up to JOBS_PER_ROUND of them, first come
+first served, before its pass, so thirty students computing "How can I" at once delay the class's cycles by a
+couple of jobs a round, not by thirty. A round holds the model's fair lock, which the few pieces of work outside the
+loop (a Lab measurement) still take.
 
 Under ZeroGPU every call runs in a worker of its own and the platform schedules them: no loop there (`cycle_turn`
 steps the decoder alone, as before), nor for a Replay (a generation decoded in one go, revealed cycle by cycle).
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import threading
 import time
 
@@ -21,6 +25,7 @@ from .gpu import ZERO_GPU
 from .turns import CANCELLED, MODEL_LOCK, POLL_S, REPORT_S, model_turn, release_turn
 
 ROUND_MAX = 64          # generations per round at most (a pass of 64 small trees; the rest wait for the next)
+JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can I": ~0.1-0.25 s each on the CPU)
 # After a round, the generations it served come back for their next cycle within a few milliseconds (their
 # threads record the cycle and ask again); the loop waits up to this long for them, so that a class keeps
 # stepping in one round instead of splitting into two half-rounds that each cost nearly a full pass.
@@ -29,11 +34,14 @@ GATHER_S = 0.025
 
 @dataclasses.dataclass(eq=False)
 class CycleRequest:
+    """One cycle of `decoder`, or (decoder None) one job: `job()` run in the loop, its value in `result`."""
     decoder: object
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     record: dict | None = None
     error: BaseException | None = None
     started: bool = False
+    job: object = None
+    result: object = None
 
 
 class RoundLoop:
@@ -50,8 +58,8 @@ class RoundLoop:
         self.served: list = []                    # the last round's decoders (the next round waits for them)
 
     # ------------------------------------------------------------------ requests
-    def submit(self, decoder) -> CycleRequest:
-        req = CycleRequest(decoder)
+    def submit(self, decoder, job=None) -> CycleRequest:
+        req = CycleRequest(decoder, job=job)
         with self.cv:
             self.queue.append(req)
             if self.thread is None or not self.thread.is_alive():
@@ -74,8 +82,9 @@ class RoundLoop:
     def ahead(self, req: CycleRequest) -> int:
         """Requests before this one that the next round will not hold (0: in the next round)."""
         with self.cv:
-            idx = next((i for i, r in enumerate(self.queue) if r is req), 0)
-        return max(0, idx - self.round_max + 1)
+            same = [r for r in self.queue if (r.job is None) == (req.job is None)]
+        idx = next((i for i, r in enumerate(same) if r is req), 0)
+        return max(0, idx - (JOBS_PER_ROUND if req.job is not None else self.round_max) + 1)
 
     def waiting(self) -> int:
         with self.cv:
@@ -89,22 +98,25 @@ class RoundLoop:
             # the last round's generations that are not done: wait briefly for those still to ask again
             expected = sum(1 for d in self.served if not d.done)
             deadline = time.perf_counter() + GATHER_S
-            while len({id(r.decoder) for r in self.queue}) < min(expected, self.round_max):
+            while len({id(r.decoder) for r in self.queue if r.job is None}) < min(expected, self.round_max):
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     break
                 self.cv.wait(left)
-            batch, seen = [], set()
+            batch, seen, jobs = [], set(), 0
             for req in list(self.queue):          # one request per decoder per round, first come first served
-                if len(batch) >= self.round_max:
-                    break
-                if id(req.decoder) in seen:
+                if req.job is not None:
+                    if jobs >= JOBS_PER_ROUND:
+                        continue
+                    jobs += 1
+                elif len(batch) - jobs >= self.round_max or id(req.decoder) in seen:
                     continue
-                seen.add(id(req.decoder))
+                else:
+                    seen.add(id(req.decoder))
                 self.queue.remove(req)
                 req.started = True
                 batch.append(req)
-            self.served = [r.decoder for r in batch]
+            self.served = [r.decoder for r in batch if r.job is None]
             return batch
 
     def _run(self):
@@ -113,11 +125,32 @@ class RoundLoop:
             ticket = MODEL_LOCK.request()
             ticket.wait()
             try:
-                self._round(batch)
+                t0 = time.perf_counter()
+                for req in batch:
+                    if req.job is not None:
+                        try:
+                            req.result = req.job()
+                        except Exception as exc:       # the job's caller raises it; the round goes on
+                            req.error = exc
+                t1 = time.perf_counter()
+                self._round([r for r in batch if r.job is None])
+                self.rounds += 1
+                self._log(batch, t0, t1)
             finally:
                 MODEL_LOCK.release(ticket)
                 for req in batch:
                     req.done.set()
+
+    def _log(self, batch, t0: float, t1: float):
+        """One line per round to EAGLE_LENS_ROUND_LOG (JSON lines), where set: when, jobs and their seconds, the
+        pass's sessions, rows and seconds, the whole round's seconds (to read a load test against)."""
+        if not ROUND_LOG:
+            return
+        import json
+        line = dict(t=round(t0, 4), jobs=sum(r.job is not None for r in batch), jobs_s=round(t1 - t0, 4),
+                    round_s=round(time.perf_counter() - t0, 4), **self.last)
+        with open(ROUND_LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
     def _round(self, batch: list[CycleRequest]):
         from ..decoding.batch import step_together
@@ -126,6 +159,7 @@ class RoundLoop:
             if r.decoder.done:
                 r.error = RuntimeError("generation already finished")
         if not live:
+            self.last = {"sessions": 0}
             return
         decs = [r.decoder for r in live]
         shapes = self._shapes(decs)
@@ -141,9 +175,8 @@ class RoundLoop:
             return
         for r, rec in zip(live, records):
             r.record = dataclasses.asdict(rec)
-        self.rounds += 1
         self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4),
-                     "draft_seconds": round(info.draft_seconds, 4)}
+                     "draft_seconds": round(info.draft_seconds, 4), "prefills": info.prefills}
         budget = self.budgets.get(id(decs[0].target))
         if budget is not None:
             budget.observe_round(records, info)
@@ -164,6 +197,47 @@ class RoundLoop:
 
 
 LOOP = RoundLoop()
+ROUND_LOG = os.environ.get("EAGLE_LENS_ROUND_LOG", "")
+
+
+def job_turn(job, waiting=None, cancel: threading.Event | None = None):
+    """Generator: `job()` (a bounded piece of model work: "How can I", a divergence check) run by the engine loop
+    in its next round with room for it, yielding `waiting(ahead, seconds)` every REPORT_S meanwhile; returns its
+    value (raises what it raised), or CANCELLED when `cancel` was set while it waited. Under ZeroGPU it takes a
+    model turn of its own."""
+    if ZERO_GPU:
+        ticket = yield from model_turn(waiting, cancel=cancel)
+        if ticket is CANCELLED:
+            return CANCELLED
+        try:
+            return job()
+        finally:
+            release_turn(ticket)
+    req = LOOP.submit(None, job=job)
+    t0 = last = time.perf_counter()
+    try:
+        while not req.done.wait(POLL_S):
+            if cancel is not None and cancel.is_set() and LOOP.withdraw(req):
+                return CANCELLED
+            if waiting is not None and time.perf_counter() - last >= REPORT_S:
+                last = time.perf_counter()
+                yield waiting((0 if req.started else LOOP.ahead(req)) + MODEL_LOCK.waiting(), last - t0)
+    except BaseException:                  # the page went away while waiting: leave the queue
+        LOOP.withdraw(req)
+        raise
+    if req.error is not None:
+        raise req.error
+    return req.result
+
+
+def run_job(job):
+    """`job()` in the engine loop, blocking (no queue position shown)."""
+    turn = job_turn(job)
+    try:
+        while True:
+            next(turn)
+    except StopIteration as end:
+        return end.value
 
 
 def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None):
