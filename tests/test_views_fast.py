@@ -43,8 +43,10 @@ def test_every_lens_figure_passes_plotlys_validator(trace):
         records = json.load(f)["records"]
     n = 0
     for fig in lens_figures(records):
-        # the same figure, validated: equal after plotly's own coercion (the unvalidated one is what is sent)
-        assert validated(fig) == json.loads(fig.to_json())
+        sent = json.loads(fig.to_json())      # what gr.Plot sends: straight from the dicts (no plotly Figure yet)
+        assert fig._go is None
+        # the same figure, validated: equal after plotly's own coercion and template
+        assert validated(fig) == sent
         n += 1
     assert n > 100
 
@@ -70,3 +72,13 @@ def test_grid_layouts_are_fresh_copies():
     a = grid_layout(1, 3, subplot_titles=["a", "b", "c"])
     a["annotations"][0]["text"] = "changed"
     assert grid_layout(1, 3, subplot_titles=["a", "b", "c"])["annotations"][0]["text"] == "a"
+
+
+def test_a_change_made_through_plotlys_api_is_what_is_sent():
+    fig = figure([dict(type="bar", x=[1, 2], y=[3, float("nan")])], layout_base("before"))
+    fast = json.loads(fig.to_json())
+    assert fast["data"][0]["y"] == [3, None]                      # NaN as null, as plotly writes it
+    assert fast["layout"]["template"]["layout"]                   # plotly's default template filled in
+    fig.update_layout(title_text="after")                         # builds the plotly Figure, used from now on
+    assert fig.layout.title.text == "after"
+    assert json.loads(fig.to_json())["layout"]["title"]["text"] == "after"

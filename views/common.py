@@ -67,13 +67,67 @@ def esc_attr(text: str) -> str:
     return html.escape(text or "", quote=True)
 
 
-def figure(data: list[dict], layout: dict):
-    """A plotly Figure from plain dicts in plotly's own nested form, without its per-property validation: that
-    costs 10-25 ms a figure (75 ms a Step's four), and a class's server draws thirty Steps at once under one
-    GIL; this takes ~1 ms. tests/test_views_fast.py passes every figure through plotly's validator, so a
-    misspelt property still fails there."""
-    import plotly.graph_objects as go
-    return go.Figure(dict(data=data, layout=layout), _validate=False)
+class Figure:
+    """A plotly figure held as plain dicts, in plotly's own nested form. Building a `plotly.graph_objects.Figure`
+    costs 10-25 ms a figure with its per-property validation and still ~1 ms without it, and a class's server draws
+    thirty Steps at once under one GIL; gradio's gr.Plot only calls `to_json()`, which this answers straight from
+    the dicts (orjson, plotly's default template filled in as plotly does): the same JSON. Anything else (a test
+    reading `fig.layout.title.text`, `update_layout`, ...) gets the plotly Figure, built on first use and then
+    used for everything, so a change made through it is what is sent. tests/test_views_fast.py passes every
+    figure through plotly's validator, so a misspelt property still fails there."""
+
+    __slots__ = ("_dict", "_go")
+
+    def __init__(self, data: list[dict], layout: dict):
+        self._dict, self._go = dict(data=data, layout=layout), None
+
+    def _fig(self):
+        if self._go is None:
+            import plotly.graph_objects as go
+            self._go = go.Figure(self._dict, _validate=False)
+        return self._go
+
+    def __getattr__(self, name):          # only for names not found on this class: plotly's Figure API
+        if name.startswith("__") or name in Figure.__slots__:   # copy/pickle protocols stay this class's own
+            raise AttributeError(name)
+        return getattr(self._fig(), name)
+
+    def to_json(self, *args, **kw) -> str:
+        if self._go is not None or args or kw:
+            return self._fig().to_json(*args, **kw)
+        return fast_json(self._dict)
+
+    def to_dict(self) -> dict:
+        return self._fig().to_dict()
+
+    def to_plotly_json(self) -> dict:
+        return self._fig().to_plotly_json()
+
+
+@functools.lru_cache(maxsize=1)
+def _default_template():
+    """Plotly's default template, which `Figure.to_dict` puts into every layout that names none."""
+    import plotly.io as pio
+    name = pio.templates.default
+    return pio.templates[name].to_plotly_json() if name else None
+
+
+def fast_json(fig: dict) -> str:
+    """A figure of plain dicts as plotly's `to_json` writes it: the default template filled in, NaN as null."""
+    layout = fig.get("layout") or {}
+    template = _default_template()
+    if template is not None and "template" not in layout:
+        fig = dict(fig, layout=dict(layout, template=template))
+    try:
+        import orjson
+        return orjson.dumps(fig, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+    except (ImportError, TypeError):
+        import plotly.io as pio
+        return pio.to_json(fig, validate=False)
+
+
+def figure(data: list[dict], layout: dict) -> Figure:
+    return Figure(data, layout)
 
 
 def merge(dst: dict, src: dict) -> dict:
