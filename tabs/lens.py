@@ -30,6 +30,10 @@ STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this oft
 # pushing three a second would take a whole core from the rounds. With R entries running, the text goes out
 # every max(STREAM_TEXT_S, R * STREAM_SHARE_S) seconds: ~20 updates a second in all, whatever the class size.
 STREAM_SHARE_S = 0.05
+# A queue note is an update like those: the first comes after NOTE_AFTER_S of waiting (a class's round takes well
+# under a second, so a Step usually shows its cycle first), and once a Run is streaming only after
+# RUN_NOTE_AFTER_S (its status already says it is running; a note per cycle would only redraw the page).
+NOTE_AFTER_S, RUN_NOTE_AFTER_S = 1.0, 3.0
 
 
 def stream_intervals(running: int) -> tuple[float, float]:
@@ -302,7 +306,7 @@ class LensTab:
         """One cycle; Stop while it waits for its turn ends it without one (at once: it leaves the queue)."""
         dec = ent.decoder
         recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                     cancel=ent.stop)
+                                     cancel=ent.stop, quiet_s=NOTE_AFTER_S)
         if recs is CANCELLED or ent.decoder is not dec:   # stopped while waiting, or Reset meanwhile
             recs = []
         if not recs and ent.stop.is_set():
@@ -323,7 +327,8 @@ class LensTab:
             if ent.stop.is_set() or ent.decoder is not dec:   # Stop, Reset, or the tab closed meanwhile
                 break
             recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                         cancel=ent.stop)      # this cycle in the next round it fits in
+                                         cancel=ent.stop,      # this cycle in the next round it fits in
+                                         quiet_s=NOTE_AFTER_S if not pushed_text else RUN_NOTE_AFTER_S)
             if recs is CANCELLED or ent.decoder is not dec:
                 break
             if not recs:       # stopped, reset or freed meanwhile: never spin on a decoder that does not move

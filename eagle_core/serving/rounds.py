@@ -240,10 +240,11 @@ def run_job(job):
         return end.value
 
 
-def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None):
-    """Generator: one cycle of `dec` in the next round it fits in; yields `waiting(ahead, seconds)` every REPORT_S
-    meanwhile; returns [record dict] (or [] when the decoder is done), or CANCELLED when `cancel` was set while
-    it waited. A Replay, or any decoder under ZeroGPU, takes a model turn of its own as before."""
+def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None, quiet_s: float = REPORT_S):
+    """Generator: one cycle of `dec` in the next round it fits in; yields `waiting(ahead, seconds)` once it has
+    waited `quiet_s` and every REPORT_S after; returns [record dict] (or [] when the decoder is done), or CANCELLED
+    when `cancel` was set while it waited. A Replay, or any decoder under ZeroGPU, takes a model turn of its own
+    as before."""
     from ..decoding.engine import EagleDecoder
     if ZERO_GPU or not isinstance(dec, EagleDecoder):
         ticket = yield from model_turn(waiting, needs_lock=not getattr(dec, "replayed", False), cancel=cancel)
@@ -259,14 +260,21 @@ def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None):
     if dec.done:
         return []
     req = LOOP.submit(dec)
-    t0 = last = time.perf_counter()
+    t0 = time.perf_counter()
+    note_at = t0 + quiet_s
     try:
-        while not req.done.wait(POLL_S):
+        while True:
+            # queued, Stop can still withdraw it: look every POLL_S; once in a round, only wake for its end or
+            # the next note (thirty waiting students polling cost the round's thread the GIL)
+            now = time.perf_counter()
+            if req.done.wait(POLL_S if not req.started else max(POLL_S, note_at - now)):
+                break
             if cancel is not None and cancel.is_set() and LOOP.withdraw(req):
                 return CANCELLED
-            if waiting is not None and time.perf_counter() - last >= REPORT_S:
-                last = time.perf_counter()     # behind the round in progress, or in one that waits for the model
-                yield waiting((0 if req.started else LOOP.ahead(req)) + MODEL_LOCK.waiting(), last - t0)
+            now = time.perf_counter()
+            if waiting is not None and now >= note_at:
+                note_at = now + REPORT_S    # behind the round in progress, or in one that waits for the model
+                yield waiting((0 if req.started else LOOP.ahead(req)) + MODEL_LOCK.waiting(), now - t0)
     except BaseException:                  # the page went away while waiting: leave the queue
         LOOP.withdraw(req)
         raise
