@@ -49,7 +49,8 @@ PROMPTS = [
 ]
 WAITING = "Waiting for the shared model"
 QUEUE_RE = re.compile(r"Waiting for the shared model: (\d+) requests? ahead of you, (\d+) s")
-ACTIONS = ["open", "step", "run", "run: first output", "run: first text", "tokens", "stop", "how can I"]
+ACTIONS = ["open", "step", "step 1 (with the prefill)", "steps 2-5", "run", "run: first output", "run: first text",
+           "tokens", "stop", "how can I"]
 STEPS = 5
 
 
@@ -194,7 +195,9 @@ class Student:
                 t0 = time.perf_counter()
                 job = client.submit(**kw, api_name="/step")
                 final = job.result(timeout=to)
-                self.times["step"].append(time.perf_counter() - t0)
+                dt = time.perf_counter() - t0
+                self.times["step"].append(dt)
+                self.times["step 1 (with the prefill)" if k == 0 else "steps 2-5"].append(dt)
                 statuses = [o[8] for o in job.outputs()]
                 self.note_statuses(statuses)
                 if not self.check_statuses(f"step {k + 1}", statuses):
@@ -368,13 +371,15 @@ def main(argv=None) -> int:
     barrier = threading.Barrier(args.students)
     threads = [threading.Thread(target=s.run, args=(barrier, refs.get(s.prompt)), name=f"student-{s.i}",
                                 daemon=True) for s in students]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), os.times()
     for th in threads:
         th.start()
     deadline = time.perf_counter() + args.timeout * (STEPS + 6)
     for th in threads:
         th.join(timeout=max(0.0, deadline - time.perf_counter()))
     wall = time.perf_counter() - t0
+    cpu1 = os.times()
+    client_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     for s, th in zip(students, threads):
         if th.is_alive():
             s.error("timeout", "the student had not finished when the load test gave up")
@@ -422,6 +427,11 @@ def main(argv=None) -> int:
                   model_turns=((after or {}).get("model_turns", 0) - (before or {}).get("model_turns", 0)
                                if before and after else None),
                   stats_samples=len(poller.samples), stats_failures=poller.failures)
+    # the CPU each side used during the load (the students' clients share the server's machine when run on it)
+    cpus = [x["cpu_s"] for x in samples if x.get("cpu_s") is not None]
+    server_cpu = round(max(cpus) - min(cpus), 1) if len(cpus) > 1 else None
+    cpu = dict(client_cpu_s=round(client_cpu, 1), server_cpu_s=server_cpu, cores=os.cpu_count(),
+               wall_s=round(wall, 1))
     queue = dict(students_saw_queue=sum(s.saw_queue for s in students),
                  max_ahead_shown=max((s.max_ahead for s in students), default=0),
                  max_wait_shown_s=max((s.max_waited_s for s in students), default=0))
@@ -430,7 +440,7 @@ def main(argv=None) -> int:
                   target=args.target, reference_seconds=round(t_ref, 1), wall_seconds=round(wall, 1),
                   students_completed=sum(s.done for s in students), actions=actions, errors=errors,
                   n_errors=len(errors), cross_talk=cross, n_cross_talk=len(cross),
-                  prompts_where_students_disagree=disagree, queue=queue, memory=mem, server=server,
+                  prompts_where_students_disagree=disagree, queue=queue, memory=mem, server=server, cpu=cpu,
                   stats=poller.samples)
 
     print()
@@ -454,6 +464,10 @@ def main(argv=None) -> int:
           f"{server['max_running']}, waiting {server['max_waiting']}; after ({t_settle:.0f} s after the load): "
           f"{server['sessions_after']} sessions, {server['decoders_after']} decoders; "
           f"{server['model_turns']} model turns")
+    if server_cpu is not None:
+        print(f"CPU during the load: server {server_cpu} s, these {args.students} clients {cpu['client_cpu_s']} s, "
+              f"of {wall:.0f} s wall x {os.cpu_count()} cores (the clients' share is taken from the server when "
+              f"they run on its machine)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

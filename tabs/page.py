@@ -90,7 +90,9 @@ def server_stats() -> dict:
             rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
     except (OSError, StopIteration, ValueError):
         pass
-    return {"rss_mb": round(rss, 1), **SESSIONS.stats(), "waiting": MODEL_LOCK.waiting(),
+    cpu = os.times()
+    return {"rss_mb": round(rss, 1), "cpu_s": round(cpu.user + cpu.system, 2), **SESSIONS.stats(),
+            "waiting": MODEL_LOCK.waiting(),
             "model_turns": MODEL_LOCK.holds, "rounds": LOOP.rounds, "last_round": LOOP.last,
             "waiting_for_a_round": LOOP.waiting()}
 
