@@ -15,6 +15,7 @@ from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import MODEL_LOCK
 from views.page import CSS, PAGE_JS, PRESENTER_JS
 
+from . import gradio_skip
 from .ambiguity import AmbiguityTab
 from .lab import LabTab
 from .lens import LensTab, initial_state, status_line
@@ -105,6 +106,7 @@ def state_ttl() -> float:
 
 
 def build_demo() -> gr.Blocks:
+    gradio_skip.install()         # outputs a handler leaves unchanged are not rebuilt (tabs/gradio_skip.py)
     st0 = initial_state()
     # the model is shared through MODEL_LOCK, one cycle at a time; these handlers only wait their turn
     model_kw = dict(concurrency_id="model", concurrency_limit=SESSIONS.max_sessions)
