@@ -190,3 +190,34 @@ def test_a_failing_job_raises_in_its_caller_and_the_loop_goes_on(pair, monkeypat
     assert rounds.run_job(lambda: 42) == 42
     dec = _new(target, head, 1, dict(draft="vanilla"))
     assert _drive(rounds.cycle_turn(dec))[0]["cycle"] == 0
+
+
+def test_a_class_arriving_at_once_reads_its_prompts_a_few_a_round(pair):
+    """New generations' prompts go in a round up to PREFILL_ROWS tokens (the first whatever its length), first come
+    first served, so the generations already decoding are not held behind thirty prompts in one pass; and the
+    queue note says which wait."""
+    target, head = pair
+    loop = rounds.RoundLoop(round_max=8, prefill_rows=9)          # these prompts are 4 tokens: two a round
+    going = _new(target, head, 9, dict(draft="chain", depth=2))
+    going.step()                                                   # already decoding: never held back
+    decs = [_new(target, head, i, dict(draft="chain", depth=2)) for i in range(5)]
+    gate = threading.Event()
+    real, sizes = loop._round, []
+
+    def held(batch):
+        gate.wait(10)
+        sizes.append(sorted(len(r.decoder.cycles) for r in batch))
+        real(batch)
+    loop._round = held
+    with loop.cv:
+        first = loop.submit(decs[0])
+    while not first.started:
+        pass
+    with loop.cv:                     # queued while round 1 (decs[0] alone) is held
+        reqs = [loop.submit(d) for d in decs[1:]] + [loop.submit(going)]
+    assert [loop.ahead(r) for r in reqs] == [0, 0, 1, 2, 0]       # 1-2 next, with `going`; then 3 and 4 (4 behind 3)
+    gate.set()
+    for r in [first] + reqs:
+        assert r.done.wait(30) and r.error is None
+    assert sizes == [[0], [0, 0, 1], [0, 0]]                        # prompts read: 1, then 2 (+ going), then 2
+    assert all(len(d.cycles) == 1 for d in decs) and len(going.cycles) == 2
