@@ -71,7 +71,7 @@ class Figure:
     """A plotly figure held as plain dicts, in plotly's own nested form. Building a `plotly.graph_objects.Figure`
     costs 10-25 ms a figure with its per-property validation and still ~1 ms without it, and a class's server draws
     thirty Steps at once under one GIL; gradio's gr.Plot only calls `to_json()`, which this answers straight from
-    the dicts (orjson, plotly's default template filled in as plotly does): the same JSON. Anything else (a test
+    the dicts (orjson, plotly's default template filled in as it applies: `template_for`). Anything else (a test
     reading `fig.layout.title.text`, `update_layout`, ...) gets the plotly Figure, built on first use and then
     used for everything, so a change made through it is what is sent. tests/test_views_fast.py passes every
     figure through plotly's validator, so a misspelt property still fails there."""
@@ -112,12 +112,34 @@ def _default_template():
     return pio.templates[name].to_plotly_json() if name else None
 
 
+# Subplot kinds a cartesian figure has none of: the template's settings for them apply to nothing here.
+NOT_CARTESIAN = ("geo", "mapbox", "polar", "scene", "ternary")
+CARTESIAN_TRACES = frozenset({"bar", "scatter", "heatmap", "histogram", "box"})
+
+
+@functools.lru_cache(maxsize=32)
+def template_for(trace_types: frozenset):
+    """The default template as it applies to a figure of these trace types: plotly.js applies `template.data[t]`
+    to traces of type t only and the polar/3-D/map settings to those subplots only, so the rest (~5 of its ~7 kB,
+    sent with every figure) is dropped when the figure has none of them; nothing that applies changes."""
+    t = _default_template()
+    if t is None:
+        return None
+    data = {k: v for k, v in t.get("data", {}).items() if k in trace_types}
+    layout = t.get("layout", {})
+    if trace_types <= CARTESIAN_TRACES:
+        layout = {k: v for k, v in layout.items() if k not in NOT_CARTESIAN}
+    return dict(data=data, layout=layout)
+
+
 def fast_json(fig: dict) -> str:
-    """A figure of plain dicts as plotly's `to_json` writes it: the default template filled in, NaN as null."""
+    """A figure of plain dicts as plotly's `to_json` writes it: the default template filled in (as it applies to
+    this figure's traces: `template_for`), NaN as null."""
     layout = fig.get("layout") or {}
-    template = _default_template()
-    if template is not None and "template" not in layout:
-        fig = dict(fig, layout=dict(layout, template=template))
+    if "template" not in layout:
+        template = template_for(frozenset(d.get("type", "scatter") for d in fig.get("data") or []))
+        if template is not None:
+            fig = dict(fig, layout=dict(layout, template=template))
     try:
         import orjson
         return orjson.dumps(fig, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
@@ -158,7 +180,9 @@ def base_layout(fig, title: str | None = None, height: int = 420, **kw):
 @functools.lru_cache(maxsize=16)
 def _grid_json(rows: int, cols: int, spec: str) -> str:
     from plotly.subplots import make_subplots
-    return make_subplots(rows=rows, cols=cols, **json.loads(spec)).layout.to_json()
+    layout = json.loads(make_subplots(rows=rows, cols=cols, **json.loads(spec)).layout.to_json())
+    layout.pop("template", None)          # filled in when the figure is sent (fast_json), as it applies
+    return json.dumps(layout)
 
 
 def grid_layout(rows: int, cols: int, **kw) -> dict:
