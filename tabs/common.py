@@ -119,19 +119,37 @@ def normalise(s: Settings) -> tuple[Settings, str]:
     return out, ("ℹ️ " + " ".join(notes)) if notes else ""
 
 
-def lenient_preprocess(slider: gr.Slider):
-    """gradio's slider refuses a number outside its range with its own bare error ("Value 5 is greater than maximum
-    value 2."); a limit slider passes it on to the handler instead, which brings it inside the limits and says so
-    (or, through the API, answers with the table's message). Set on the instance: a gr.Slider subclass would make
-    gradio write a .pyi stub beside this module."""
-    def preprocess(payload):
+LIMIT_CLASS = "el-limit"   # a limit slider's elem class: it survives gradio rebuilding the component
+
+
+def _lenient(preprocess):
+    """gr.Slider.preprocess, except that a limit slider passes a number outside its range on to the handler."""
+    def wrapped(self, payload):
+        if LIMIT_CLASS not in (self.elem_classes or []):
+            return preprocess(self, payload)
         if payload is None:
             return None
         try:
-            return gr.Number.round_to_precision(payload, slider.precision)
+            return gr.Number.round_to_precision(payload, self.precision)
         except (TypeError, ValueError):
             return payload
-    slider.preprocess = preprocess
+    wrapped.el_lenient = True
+    return wrapped
+
+
+if not getattr(gr.Slider.preprocess, "el_lenient", False):
+    # On the class, not the instance: an update of a slider's properties (its note, `interactive`) makes gradio
+    # rebuild the component for that session from its constructor arguments (Blocks.postprocess_data), and the
+    # rebuilt one would refuse an out-of-range number again (an HTTP 500 and a server traceback).
+    gr.Slider.preprocess = _lenient(gr.Slider.preprocess)
+
+
+def lenient_preprocess(slider: gr.Slider):
+    """gradio's slider refuses a number outside its range with its own bare error ("Value 5 is greater than maximum
+    value 2."); a limit slider (elem class LIMIT_CLASS) passes it on to the handler instead, which brings it
+    inside the limits and says so (or, through the API, answers with the table's message). A gr.Slider subclass
+    would make gradio write a .pyi stub beside this module."""
+    assert LIMIT_CLASS in (slider.elem_classes or []), "build it with elem_classes=[LIMIT_CLASS] (limit_slider)"
     slider.el_limit = True
     return slider
 
@@ -150,14 +168,45 @@ def slider_note(name: str, info: str | None):
     return note
 
 
-def limit_slider(name: str, value, step=1, label: str | None = None, **kw) -> gr.Slider:
+def typed_note(name: str):
+    """The same as slider_note, for the note beside the Step / Run buttons (where the user looks; the settings
+    fold away): the sentence for a number out of range; an in-range value clears a note about this setting only."""
+    label = LIMITS[name].label
+
+    def note(value, current):
+        try:
+            x = LIMITS[name].kind(float(value))
+        except (TypeError, ValueError):
+            return gr.update()
+        _, text = clamp_note(name, x, value)
+        if text:
+            return f"⚠️ {text}"
+        return "" if str(current or "").startswith(f"⚠️ {label} ") else gr.update()
+    return note
+
+
+def limit_slider(name: str, value, step=1, label: str | None = None, note=None, **kw) -> gr.Slider:
     """A slider whose range is the table's (decoding/limits.py); a value typed beyond the range is reported under
-    its label (what the browser changed it to) and, through the API, answered by the handler's message."""
+    its label and in `note` (a Markdown beside the buttons) with what the browser changed it to and, through
+    the API, answered by the handler's message."""
     lim = LIMITS[name]
-    sl = lenient_preprocess(gr.Slider(lim.lo, lim.hi, value=value, step=step, label=label or lim.label, **kw))
+    classes = list(kw.pop("elem_classes", None) or []) + [LIMIT_CLASS]
+    sl = lenient_preprocess(gr.Slider(lim.lo, lim.hi, value=value, step=step, label=label or lim.label,
+                                      elem_classes=classes, **kw))
     sl.input(slider_note(name, kw.get("info")), [sl], [sl], queue=False, show_progress="hidden",
              trigger_mode="always_last", api_visibility="private")
+    if note is not None:
+        sl.input(typed_note(name), [sl, note], [note], queue=False, show_progress="hidden",
+                 trigger_mode="always_last", api_visibility="private")
     return sl
+
+
+def kept_note(note: str, current) -> str:
+    """The note beside the buttons after normalising: normalise's own, else a typed value's note (⚠️, typed_note)
+    still standing (the browser clamped the box, so normalise saw nothing to say), else none."""
+    if note:
+        return note
+    return current if str(current or "").startswith("⚠️ ") else ""
 
 
 def brief(exc) -> str:

@@ -20,8 +20,9 @@ from eagle_core.serving.rounds import cycle_turn
 from eagle_core.serving.turns import CANCELLED, queue_note
 from views.beats import beat_caption, beat_count, beat_figure
 
-from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, limit_slider, normalise, \
-    shown, trace_name, unexpected
+from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, kept_note, limit_slider, \
+    normalise, shown, trace_name, unexpected
+from .law import LawPanel
 from .race import RaceView
 
 STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
@@ -179,7 +180,7 @@ class LensTab:
         self.cards = gr.HTML(first["cards"], elem_id="el-cards")
         with gr.Accordion("Settings: temperature, tree or chain, shifted tokens, tree size, top-p, seed, max new "
                           "tokens, example prompts", open=False, elem_id="el-settings"):
-            self.temperature = limit_slider("temperature", 0, step=0.05, label="Temperature (0 = greedy)")
+            self.temperature = limit_slider("temperature", 0, step=0.05, note=self.input_note, label="Temperature (0 = greedy)")
             self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
             self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
                                       label="Tree")
@@ -191,12 +192,12 @@ class LensTab:
             self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
                                       info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
                                            "fitted shape on the dev CPU (a chain there)")
-            self.depth = limit_slider("depth", 5, label="Depth (chain / dynamic)")
-            self.top_k = limit_slider("top_k", 6, label="Top-k per node (dynamic)")
-            self.total_tokens = limit_slider("total_tokens", 24, label="Total tokens (dynamic)")
-            self.top_p = limit_slider("top_p", 1, step=0.05)
+            self.depth = limit_slider("depth", 5, note=self.input_note, label="Depth (chain / dynamic)")
+            self.top_k = limit_slider("top_k", 6, note=self.input_note, label="Top-k per node (dynamic)")
+            self.total_tokens = limit_slider("total_tokens", 24, note=self.input_note, label="Total tokens (dynamic)")
+            self.top_p = limit_slider("top_p", 1, step=0.05, note=self.input_note)
             self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
-            self.max_new_tokens = limit_slider("max_new_tokens", 64)
+            self.max_new_tokens = limit_slider("max_new_tokens", 64, note=self.input_note)
             gr.Examples(EXAMPLES, inputs=[self.prompt], label="Example prompts")
         self.settings = [getattr(self, n) for n in SETTING_NAMES]   # the API's input order
 
@@ -223,6 +224,7 @@ class LensTab:
         with gr.Accordion("Statistics and the Race", open=True):
             self.stats = gr.Plot(first["stats"], label="Statistics", elem_id="el-stats")
             self.race_view = RaceView(self).build(st0)
+        self.law_view = LawPanel(self).build()
 
     # ------------------------------------------------------------------------- rendering (views only)
     @property
@@ -253,9 +255,12 @@ class LensTab:
 
     # ------------------------------------------------------------------------- Step / Run / Stop / Reset
     def on_normalise(self, *values) -> dict:
+        """The settings brought inside their limits; the note beside the buttons says what changed (or keeps a
+        typed value's note: the browser clamped that box already, so normalise sees nothing to say)."""
+        *values, current = values
         s, note = normalise(Settings.of(*values))
         return {getattr(self, n): getattr(s, n) for n in SETTING_NAMES if n != "shifted" and n != "shape"
-                and n != "tree_kind"} | {self.input_note: note}
+                and n != "tree_kind"} | {self.input_note: kept_note(note, current)}
 
     # The API's parameter names (gradio takes them from these signatures) stay those clients already use.
     def on_step(self, state, prompt, shifted, temperature, top_p, seed, shape, tree_kind, preset, depth, top_k, total, max_new,
@@ -439,7 +444,8 @@ class LensTab:
     def wire(self, demo, model_kw: dict):
         state, settings = self.state, self.settings
         norm_out = [c for c in settings if c not in (self.shifted, self.shape, self.tree_kind)] + [self.input_note]
-        norm = dict(fn=self.on_normalise, inputs=settings, outputs=norm_out, queue=False, api_visibility="private")
+        norm = dict(fn=self.on_normalise, inputs=settings + [self.input_note], outputs=norm_out, queue=False,
+                    api_visibility="private")
         self.step_btn.click(**norm).then(self.on_step, [state] + settings, self.outs, api_name="step", **model_kw)
         self.run_btn.click(**norm).then(self.on_run, [state] + settings, self.outs, api_name="run", **model_kw)
         controls = [self.tree_kind, self.preset, self.depth, self.top_k, self.total_tokens]
@@ -463,3 +469,4 @@ class LensTab:
         self.beat_next.click(lambda s, c: self.on_beat(s, c, 1), [state, self.cycle], beat_outs,
                              api_name="beat_next", concurrency_limit=None)
         self.race_view.wire(norm, model_kw)
+        self.law_view.wire(model_kw)
