@@ -1,0 +1,44 @@
+"""The Lens's "same law" panel through the API (tiny target): EAGLE's first tokens beside plain sampling at the
+session's position, the test's sentence, clear messages at T = 0 and for plain decoding."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gradio_client")
+from gradio_client import Client  # noqa: E402
+
+from servers import app_in_process, cfg, plot  # noqa: E402
+
+PROMPT = "How can I learn Python?"
+
+
+@pytest.fixture(scope="module")
+def url():
+    with app_in_process("tiny") as u:
+        yield u
+
+
+def draw(c, n=400, **kw):
+    return c.predict(n, PROMPT, True, *cfg(**kw), api_name="/same_law")
+
+
+def test_the_panel_draws_both_laws_at_the_sessions_position(url):
+    c = Client(url, verbose=False)
+    c.predict(PROMPT, True, *cfg(temperature=0.9, seed=4), api_name="/step")        # the prefill: a position
+    fig, note = draw(c, temperature=0.9, seed=4)
+    names = [t["name"] for t in plot(fig)["data"]]
+    assert names[0].startswith("EAGLE") and names[1].startswith("plain") and names[2].startswith("p:")
+    eagle, plain = plot(fig)["data"][0]["y"], plot(fig)["data"][1]["y"]
+    assert abs(sum(eagle) - 1) < 1e-6 and abs(sum(plain) - 1) < 1e-6        # every draw is a bar or "other"
+    assert "400 draws each at T = 0.9" in note and "p-value" in note and "χ²" in note
+    assert "Position: after" in note
+
+
+def test_clear_messages(url):
+    c = Client(url, verbose=False)
+    _, note = draw(c, temperature=0)
+    assert note.startswith("ℹ️") and "At T = 0 both are the argmax" in note
+    fig, note = draw(c, n=10**6, temperature=0.7)              # clamped, and said so
+    assert "5,000 draws each" in note and "asked for 1,000,000: 5,000 is the range's end" in note
+    _, note = draw(c, temperature=0.7, top_p=7)                # refused by the settings' own limits
+    assert note.startswith("❌") and "top" in note.lower()

@@ -1,0 +1,74 @@
+"""The same law at T > 0: EAGLE's first tokens beside plain sampling at one position (decoding/law.py's record).
+
+Bars: for each token shown, the share of EAGLE's draws (solid green) and of plain sampling's (orange, hatched:
+a cue besides colour), and the target's own probability p as a black diamond; tokens outside the bars pooled
+as "other". The title is the test's computed sentence.
+"""
+from __future__ import annotations
+
+from .common import FONT, Figure, figure, layout_base, show_token
+
+EAGLE = "#009E73"        # bluish green, solid: EAGLE's first tokens
+PLAIN = "#E69F00"        # orange, hatched: plain sampling from p
+
+
+def law_sentence(rec: dict) -> str:
+    """What the draws say, computed from the record."""
+    n, pv = rec["n"], rec["p_value"]
+    agree = ("agree: nothing tells them apart" if pv >= 0.01 else
+             "differ: a p-value this small says the two come from different laws" if pv < 0.001 else
+             "agree at the 0.1% level, though not comfortably")
+    kept = rec["accepted"]
+    how = (f"{kept:,} kept drafted children, {n - kept:,} drawn from the residual max(0, p − q), normalised"
+           if rec["rule"] == "ratio" else
+           f"{kept:,} kept top-k children, {n - kept:,} drawn from what the rejections left of p")
+    return (f"{n:,} draws each at T = {rec['temperature']:g}"
+            + (f", top-p {rec['top_p']:g}" if rec["top_p"] < 1 else "")
+            + f": EAGLE's first token ({how}) and plain sampling from p {agree} "
+            f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}).")
+
+
+def residual_note(rec: dict) -> str:
+    """The tokens the residual gave most often (each one a bar in the figure)."""
+    bars = sorted((b for b in rec["bars"] if b["eagle_residual"]), key=lambda b: -b["eagle_residual"])[:4]
+    if not bars:
+        return "No draw came from the residual: every first token was a kept drafted child."
+    names = ", ".join(f"“{show_token(b['text'], 16)}” ({b['eagle_residual']})" for b in bars)
+    return f"The residual gave most often {names}: each is a bar above, and its share still matches p."
+
+
+def law_figure(rec: dict, height: int = 420) -> Figure:
+    bars = rec["bars"]
+    n = max(1, rec["n"])
+    labels = [show_token(b["text"], 12) for b in bars]
+    # the same text twice would merge two bars: number repeats (distinct token ids with equal text)
+    seen: dict[str, int] = {}
+    for i, t in enumerate(labels):
+        seen[t] = seen.get(t, 0) + 1
+        if seen[t] > 1:
+            labels[i] = f"{t} #{seen[t]}"
+    eagle = [b["eagle"] / n for b in bars]
+    plain = [b["plain"] / n for b in bars]
+    p = [b["p"] for b in bars]
+    if rec["other_eagle"] or rec["other_plain"]:
+        labels.append("other")
+        eagle.append(rec["other_eagle"] / n)
+        plain.append(rec["other_plain"] / n)
+        p.append(rec["other_p"])
+    hover = "%{x}: %{y:.1%} of the draws<extra>%{fullData.name}</extra>"
+    data = [
+        dict(type="bar", name=f"EAGLE: first token of a cycle ({rec['n']:,})", x=labels, y=eagle,
+             marker=dict(color=EAGLE), hovertemplate=hover),
+        dict(type="bar", name=f"plain sampling from p ({rec['n']:,})", x=labels, y=plain,
+             marker=dict(color=PLAIN, pattern=dict(shape="/")), hovertemplate=hover),
+        dict(type="scatter", mode="markers", name="p: the target's law", x=labels, y=p,
+             marker=dict(symbol="diamond", size=11, color="#222", line=dict(color="white", width=1)),
+             hovertemplate="%{x}: p = %{y:.1%}<extra></extra>"),
+    ]
+    layout = layout_base(
+        "One position, many draws: the same law", height=height, barmode="group", bargap=0.25,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=13)),
+        margin=dict(t=92, b=80),
+        xaxis=dict(tickangle=-35, automargin=True, tickfont=dict(size=13, family=FONT["family"])),
+        yaxis=dict(title=dict(text="share of draws"), tickformat=".0%", rangemode="tozero", automargin=True))
+    return figure(data, layout)
