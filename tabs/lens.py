@@ -23,7 +23,6 @@ from views.beats import beat_caption, beat_count, beat_figure
 from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, kept_note, limit_slider, \
     normalise, shown, trace_name, unexpected
 from .law import LawPanel
-from .law import LawPanel
 from .race import RaceView
 
 STREAM_TEXT_S, STREAM_TREE_S = 0.35, 1.5   # Run: push the text at most this often, the live tree less often
@@ -225,7 +224,6 @@ class LensTab:
         with gr.Accordion("Statistics and the Race", open=True):
             self.stats = gr.Plot(first["stats"], label="Statistics", elem_id="el-stats")
             self.race_view = RaceView(self).build(st0)
-        self.law_view = LawPanel(self).build()
         self.law_view = LawPanel(self).build()
 
     # ------------------------------------------------------------------------- rendering (views only)
@@ -471,5 +469,4 @@ class LensTab:
         self.beat_next.click(lambda s, c: self.on_beat(s, c, 1), [state, self.cycle], beat_outs,
                              api_name="beat_next", concurrency_limit=None)
         self.race_view.wire(norm, model_kw)
-        self.law_view.wire(model_kw)
         self.law_view.wire(model_kw)
