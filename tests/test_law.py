@@ -69,7 +69,7 @@ def test_the_figure_and_sentence_follow_the_record(monkeypatch):
 
     import plotly.graph_objects as go
 
-    from views.law import law_figure, law_sentence, residual_note
+    from views.law import law_figure, law_sentence, law_title, residual_note
     p, q = _laws()
     good = dataclasses.asdict(same_law(p, q, 3, 2000, seed=1, text=lambda t: f"tok{t}", temperature=0.8))
     fig = law_figure(good)
@@ -81,4 +81,4 @@ def test_the_figure_and_sentence_follow_the_record(monkeypatch):
     assert f"tok{top['token_id']}" in residual_note(good)
     monkeypatch.setattr(law_mod, "verify_children", lambda p_, q_, kids, sampled, generator: (0, [], p_))
     bad = dataclasses.asdict(same_law(p, q, 3, 2000, seed=1, text=str, temperature=0.8))
-    assert "differ" in law_sentence(bad)
+    assert "differ" in law_sentence(bad) and "different laws" in law_title(bad) and "the same law" in law_title(good)

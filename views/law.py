@@ -28,13 +28,19 @@ def law_sentence(rec: dict) -> str:
             f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}).")
 
 
+def law_title(rec: dict) -> str:
+    pv = rec["p_value"]
+    verdict = "the same law" if pv >= 0.001 else "different laws"
+    return f"EAGLE vs plain sampling, {rec['n']:,} draws each: {verdict} (p-value {pv:.2g})"
+
+
 def residual_note(rec: dict) -> str:
     """The tokens the residual gave most often (each one a bar in the figure)."""
     bars = sorted((b for b in rec["bars"] if b["eagle_residual"]), key=lambda b: -b["eagle_residual"])[:4]
     if not bars:
         return "No draw came from the residual: every first token was a kept drafted child."
     names = ", ".join(f"“{show_token(b['text'], 16)}” ({b['eagle_residual']})" for b in bars)
-    return f"The residual gave most often {names}: each is a bar above, and its share still matches p."
+    return f"The residual gave most often {names}: each is a bar in the figure, and its share still matches p."
 
 
 def law_figure(rec: dict, height: int = 420) -> Figure:
@@ -66,9 +72,9 @@ def law_figure(rec: dict, height: int = 420) -> Figure:
              hovertemplate="%{x}: p = %{y:.1%}<extra></extra>"),
     ]
     layout = layout_base(
-        "One position, many draws: the same law", height=height, barmode="group", bargap=0.25,
+        law_title(rec), height=height, barmode="group", bargap=0.25,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=13)),
         margin=dict(t=92, b=80),
-        xaxis=dict(tickangle=-35, automargin=True, tickfont=dict(size=13, family=FONT["family"])),
+        xaxis=dict(automargin=True, tickfont=dict(size=13, family=FONT["family"])),   # plotly turns them to fit
         yaxis=dict(title=dict(text="share of draws"), tickformat=".0%", rangemode="tozero", automargin=True))
     return figure(data, layout)
