@@ -82,3 +82,15 @@ def test_the_figure_and_sentence_follow_the_record(monkeypatch):
     monkeypatch.setattr(law_mod, "verify_children", lambda p_, q_, kids, sampled, generator: (0, [], p_))
     bad = dataclasses.asdict(same_law(p, q, 3, 2000, seed=1, text=str, temperature=0.8))
     assert "differ" in law_sentence(bad) and "different laws" in law_title(bad) and "the same law" in law_title(good)
+
+
+def test_a_law_too_flat_to_test_says_so():
+    import dataclasses
+
+    from views.law import law_sentence, law_title
+    from eagle_core.decoding.law import MIN_EXPECTED
+    from views import law as vlaw
+    assert vlaw.MIN_EXPECTED == MIN_EXPECTED
+    flat = torch.full((5000,), 1 / 5000)
+    rec = dataclasses.asdict(same_law(flat, flat, 2, 200, seed=0, text=str))
+    assert rec["dof"] == 0 and "too flat to test" in law_sentence(rec) and "too flat" in law_title(rec)

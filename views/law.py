@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from .common import FONT, Figure, figure, layout_base, show_token
 
+MIN_EXPECTED = 5      # decoding/law.py's pooling threshold (views take no model code: the number is repeated)
+
 EAGLE = "#009E73"        # bluish green, solid: EAGLE's first tokens
 PLAIN = "#E69F00"        # orange, hatched: plain sampling from p
 
@@ -15,6 +17,10 @@ PLAIN = "#E69F00"        # orange, hatched: plain sampling from p
 def law_sentence(rec: dict) -> str:
     """What the draws say, computed from the record."""
     n, pv = rec["n"], rec["p_value"]
+    if rec["dof"] == 0:
+        return (f"{n:,} draws each at T = {rec['temperature']:g}: the target's law here is too flat to test "
+                f"(no token is expected {MIN_EXPECTED:g} times in both samples), so the draws say nothing either "
+                "way; pick a position where the target is surer, or more draws.")
     agree = ("agree: nothing tells them apart" if pv >= 0.01 else
              "differ: a p-value this small says the two come from different laws" if pv < 0.001 else
              "agree at the 0.1% level, though not comfortably")
@@ -30,6 +36,8 @@ def law_sentence(rec: dict) -> str:
 
 def law_title(rec: dict) -> str:
     pv = rec["p_value"]
+    if rec["dof"] == 0:
+        return f"EAGLE vs plain sampling, {rec['n']:,} draws each: too flat here to test"
     verdict = "the same law" if pv >= 0.001 else "different laws"
     return f"EAGLE vs plain sampling, {rec['n']:,} draws each: {verdict} (p-value {pv:.2g})"
 
@@ -75,6 +83,8 @@ def law_figure(rec: dict, height: int = 420) -> Figure:
         law_title(rec), height=height, barmode="group", bargap=0.25,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=13)),
         margin=dict(t=92, b=80),
-        xaxis=dict(automargin=True, tickfont=dict(size=13, family=FONT["family"])),   # plotly turns them to fit
+        # upright labels when there are many bars: slanted ones overlap on a phone
+        xaxis=dict(automargin=True, tickangle=-90 if len(labels) > 6 else 0,
+                   tickfont=dict(size=13, family=FONT["family"])),
         yaxis=dict(title=dict(text="share of draws"), tickformat=".0%", rangemode="tozero", automargin=True))
     return figure(data, layout)
