@@ -27,7 +27,7 @@ def test_the_same_law_panel_draws_both(server, size):  # noqa: F811
         page.locator("#el-settings > button").first.click()
         page.locator("#el-law-acc > button").first.click()
         page.locator("#el-law-btn").click()
-        page.wait_for_function("() => /p-value|❌|ℹ️/.test(document.querySelector('#el-law-note').innerText)",
+        page.wait_for_function("() => /draws each|❌|ℹ️/.test(document.querySelector('#el-law-note').innerText)",
                                timeout=60000)
         note = page.locator("#el-law-note").inner_text()
         # the tiny random target's law is nearly flat: the panel says it cannot test that (the embedded one can)
