@@ -64,7 +64,8 @@ STEPS = [
               "When every sibling is rejected the correction is drawn from that leftover p′ (EAGLE-2's top-k "
               "children, not drawn from q, are kept with probability p′(x) instead). Click a node: the figure "
               "names the test it faced, with its numbers. These rules keep the output distributed exactly as "
-              "the target's own samples.",
+              "the target's own samples: the Lens's “Same law at T > 0” panel draws a thousand first tokens both "
+              "ways and lays the two histograms over p.",
          view="probs", preset=dict(temperature=0.8, top_p=0.95, seed=1)),
 ]
 
