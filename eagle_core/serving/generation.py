@@ -194,35 +194,60 @@ def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
 
 
 def generation_key(prompt: str, shift: str, cfg) -> str:
-    return json.dumps([prompt, shift, dataclasses.asdict(cfg)])
+    """What makes a new generation: the prompt, the head and the settings, all but max new tokens (a limit
+    lowered mid-generation ends the same generation sooner: limited_decoder)."""
+    return json.dumps([prompt, shift, dataclasses.asdict(dataclasses.replace(cfg, max_new_tokens=0))])
+
+
+def limited_decoder(state: dict, ent: Session, limit: int) -> str | None:
+    """The same generation under a new max new tokens, when it can go on: a live decoder whose KV cache was built
+    for at least `limit` (ent.limit) and that has not finished. Lowered below what it has generated, it ends
+    there (Finished: its cycles are kept, never thrown away). Returns a notice, or None for a new generation."""
+    dec = ent.decoder
+    if isinstance(dec, Replay):
+        return "" if ent.limit == limit else None
+    if dec.cfg.max_new_tokens == limit or (dec.done and limit < dec.cfg.max_new_tokens):
+        return ""                   # as it was, or finished already: kept as it is (Finished)
+    if dec.done or limit > ent.limit:
+        return None
+    dec.cfg = dataclasses.replace(dec.cfg, max_new_tokens=limit)    # the engine reads it at each commit
+    have = len(dec.new_ids)
+    if have >= limit:
+        dec.finished = "max_new_tokens"
+        raise Finished(f"Max new tokens is now {limit}, but this generation already has {have} new tokens: it "
+                       f"ends here, its cycles kept. Raise the limit to go on, or press Reset for a new generation.")
+    return f"Max new tokens is now {limit}: this generation goes on from its {have} tokens and ends at {limit}."
 
 
 def ensure_decoder(state: dict, ent: Session, prompt, shift: str, cfg, idle_timeout: float) -> str:
     """The session's decoder for these settings: a new generation when there is none or the prompt/settings
-    changed. A finished generation with the same prompt and settings is kept (Finished): a Step or Run queued
-    behind it must not throw its text away. The caller has claimed `ent`; its Stop ends a generation being
-    decoded in one go (PRECOMPUTE: Stopped, no decoder). Returns a notice."""
+    changed (max new tokens alone: the same generation, limited_decoder). A finished generation with the same
+    prompt and settings is kept (Finished): a Step or Run queued behind it must not throw its text away. The
+    caller has claimed `ent`; its Stop ends a generation being decoded in one go (PRECOMPUTE: Stopped, no
+    decoder). Returns a notice."""
     MODEL.require()
     prompt = check_prompt(prompt)
     key = generation_key(prompt, shift, cfg)
     dec = ent.decoder
     if dec is not None and ent.key == key and state.get("source") == "live":
-        if not dec.done:
-            return ""
-        recs = state.get("records") or []
-        why = recs[-1].get("finished") if recs else None
-        raise Finished(f"This generation is finished ({why or 'done'}). Press Reset to start it again, or change "
-                       f"the prompt or a setting for a new one.")
+        notice = limited_decoder(state, ent, cfg.max_new_tokens)
+        if notice is not None and not dec.done:
+            return notice
+        if notice is not None:
+            recs = state.get("records") or []
+            why = recs[-1].get("finished") if recs else None
+            raise Finished(f"This generation is finished ({why or 'done'}). Press Reset to start it again, or "
+                           f"change the prompt or a setting for a new one.")
     if ent.expired:
         ent.expired = False
         notice = (f"Your session was idle for over {idle_timeout / 60:.0f} minutes, so the server freed its "
                   f"decoder; started a new generation.")
-    elif dec is not None and ent.key != key and state.get("source") == "live":
+    elif dec is not None and state.get("source") == "live":
         notice = "Prompt or settings changed: started a new generation."
     else:
         notice = ""
     ent.decoder = Replay(precomputed(cfg, shift, prompt, ent.stop)) if PRECOMPUTE else new_decoder(cfg, shift, prompt)
-    ent.key = key
+    ent.key, ent.limit = key, cfg.max_new_tokens
     state.update(records=[], prompt=prompt, source="live", seen=[0, 0.0])
     return notice
 

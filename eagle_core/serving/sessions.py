@@ -22,6 +22,7 @@ from .errors import Busy
 class Session:
     decoder: object = None                 # EagleDecoder or Replay; a Race's entry: its lanes
     key: str | None = None                 # the prompt and settings the decoder was built for
+    limit: int = 0                         # the max new tokens it was built for (its KV cache's size)
     stop: threading.Event = field(default_factory=threading.Event)
     playing: threading.Event = field(default_factory=threading.Event)   # Play's animation keeps going while set
     used: float = 0.0
