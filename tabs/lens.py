@@ -86,6 +86,14 @@ def status_line(state, extra="") -> str:
     return "  \n".join(parts)
 
 
+RESET_STATUS = "↺ Reset. Press Step or Run."
+
+
+def reset_state(state: dict):
+    """A page's state after Reset: no generation, no Race."""
+    state.update(records=[], prompt="", source="live", plain=[], race_eagle=[], seen=[0, 0.0])
+
+
 def control_states(shape, tree_kind) -> dict:
     """Which controls apply to this draft shape: {name: interactive}."""
     chain, dynamic = shape == "Chain", str(tree_kind).startswith("dynamic")
@@ -312,7 +320,10 @@ class LensTab:
         dec = ent.decoder
         recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
                                      cancel=ent.stop, quiet_s=NOTE_AFTER_S)
-        if recs is CANCELLED or ent.decoder is not dec:   # stopped while waiting, or Reset meanwhile
+        if ent.decoder is not dec:                        # Reset meanwhile
+            yield self.gone(state)
+            return
+        if recs is CANCELLED:                             # stopped while waiting
             recs = []
         if not recs and ent.stop.is_set():
             yield self.render(state, status=status_line(state, "Stopped before the Step's cycle."))
@@ -348,11 +359,18 @@ class LensTab:
                 yield self.render_streaming(state, status, with_tree=tree_due)
                 pushed_text = time.perf_counter()
                 pushed_tree = pushed_text if tree_due else pushed_tree
+        if ent.decoder is not dec:      # Reset (or the server freed it) meanwhile: the page shows that, not this
+            yield self.gone(state)
+            return
         state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (time.perf_counter() - t_start)]
         end = "Stopped. Step or Run goes on from here." if not dec.done else ""
-        if ent.decoder is not dec and not ent.stop.is_set():
-            end = "This generation was reset or freed meanwhile."
         yield self.render(state, status=status_line(state, (notice + "  \n" if notice else "") + end))
+
+    def gone(self, state) -> dict:
+        """A Step's or Run's last update when Reset took its decoder meanwhile (only Reset does, while it runs):
+        Reset's page again, since this update may reach the page after Reset's own."""
+        reset_state(state)           # a cycle that ended after Reset must not bring its records back
+        return self.render(state, status=RESET_STATUS)
 
     def on_stop(self, state):
         """Ends a Run after the cycle in progress; a Step waiting for its turn (or a generation being decoded in
@@ -366,10 +384,10 @@ class LensTab:
     def on_reset(self, state):
         ent = SESSIONS.get(state.get("sid"))
         if ent is not None:
+            ent.decoder, ent.key = None, None    # first: a Run that sees the Stop below sees the Reset too
             ent.stop.set()
-            ent.decoder, ent.key = None, None
-        state.update(records=[], prompt="", source="live", plain=[], race_eagle=[], seen=[0, 0.0])
-        return self.render(state, status=status_line(state, "Reset. Press Step or Run."))
+        reset_state(state)
+        return self.render(state, status=RESET_STATUS)
 
     def on_view(self, state, cycle, node=None):
         try:
