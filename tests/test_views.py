@@ -529,3 +529,19 @@ def test_eagle3_panel_reads_the_head_comparison():
     assert "EAGLE-1 head's 2.20 (0.91×" in text                      # the same-budget pair is still the 3-min one
     assert "11 min on one GPU in 2 phases" in text and "τ 2.70 (1.13× the shipped EAGLE-1" in text
     assert "at 4 of 5 depths" in text and "0-α 0.54 against 0.56" in text
+
+
+def test_play_counts_one_way():
+    """The beat's sentence and the figure's title count beats the same way (issue 38.3: "Beat 1 · Draft, level 2
+    of 3" beside "beat 2/5")."""
+    import os
+    import re
+
+    from views.beats import beat_caption, beat_count, beat_title
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "assets", "trace_default.json"), encoding="utf-8") as f:
+        recs = json.load(f)["records"]
+    rec = next(r for r in recs if beat_count(r) >= 4)
+    for b in range(beat_count(rec)):
+        k, n = re.search(r"beat (\d+)/(\d+)", beat_title(rec, b)).groups()
+        assert beat_caption(rec, b).startswith(f"Beat {k} of {n} · ")

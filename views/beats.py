@@ -35,15 +35,16 @@ def beat_caption(rec, beat: int) -> str:
     phase, d, depth = beat_phase(rec, beat)
     if phase == "prefill":
         return "Prefill: the target reads the prompt in one pass and picks the first token; no tree yet."
+    at = f"Beat {beat + 1} of {beat_count(rec)}"      # the one counter: the figure's title counts the same way
     if phase == "draft":
         k = sum(1 for x in rec["nodes"] if x["depth"] == d)
-        return (f"Beat 1 · Draft, level {d} of {depth}: the small head proposes {k} token{'s' if k != 1 else ''} "
+        return (f"{at} · Draft, level {d} of {depth}: the small head proposes {k} token{'s' if k != 1 else ''} "
                 f"from its own predicted features (purple: its probability q). The big model has not run yet.")
     if phase == "verify":
-        return (f"Beat 2 · Verify: the target reads all {len(rec['nodes']) - 1} drafted tokens in ONE forward pass "
+        return (f"{at} · Verify: the target reads all {len(rec['nodes']) - 1} drafted tokens in ONE forward pass "
                 f"(each sees only its ancestors) and scores every one (blue: its probability p).")
     kind = rec["bonus_kind"]
-    return (f"Beat 3 · Accept: walking from the root, the target keeps {rec['accept_length']} drafted token"
+    return (f"{at} · Accept: walking from the root, the target keeps {rec['accept_length']} drafted token"
             f"{'s' if rec['accept_length'] != 1 else ''} (✓), then adds its own {kind} token "
             f"({'★' if kind == 'bonus' else '◆'}): {len(rec['new_tokens'])} new token(s) for one target pass.")
 
