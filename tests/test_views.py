@@ -367,6 +367,7 @@ def test_statuses_stay_apart_under_colour_blindness(kind):
     status = {k: by_name[k].marker.color for k in ("✓ accepted", "✗ rejected", "· not reached")}
     symbols = {by_name[k].marker.symbol for k in status}
     assert len(symbols) == 3                                     # a shape per status, not only a colour
+    assert all(str(s).startswith("square") for s in symbols)    # boxes, as the nodes are drawn
     probs = probs_figure(synthetic_cycle(sampling=True), 3)
     q_bar = next(t for t in probs.data if t.name == "draft q (head)")
     p_bar = next(t for t in probs.data if t.name == "target p")

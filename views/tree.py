@@ -10,7 +10,8 @@ from .common import (ACCEPTED, BONUS, CORRECTION, KIND_GLYPHS, STATUS_COLOURS, S
                      as_dict, esc, figure, layout_base, pct, show_token)
 from .rules import rule_sentence, source_sentence
 
-MARKERS = {"root": "diamond", "accepted": "circle", "rejected": "x", "not_reached": "circle-open"}
+# the nodes are drawn as boxes (their labels): the legend's markers are boxes too, one shape per status (issue 38.5)
+MARKERS = {"root": "square-dot", "accepted": "square", "rejected": "square-x", "not_reached": "square-open"}
 
 
 def tree_graph(rec: dict) -> nx.DiGraph:
