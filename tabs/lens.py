@@ -464,8 +464,9 @@ class LensTab:
         norm_out = [c for c in settings if c not in (self.shifted, self.shape, self.tree_kind)] + [self.input_note]
         norm = dict(fn=self.on_normalise, inputs=settings + [self.input_note], outputs=norm_out, queue=False,
                     api_visibility="private")
-        self.step_btn.click(**norm).then(self.on_step, [state] + settings, self.outs, api_name="step", **model_kw)
-        self.run_btn.click(**norm).then(self.on_run, [state] + settings, self.outs, api_name="run", **model_kw)
+        for btn, fn, name in ((self.step_btn, self.on_step, "step"), (self.run_btn, self.on_run, "run")):
+            self.race_view.follow(btn.click(**norm).then(fn, [state] + settings, self.outs, api_name=name,
+                                                         **model_kw))
         controls = [self.tree_kind, self.preset, self.depth, self.top_k, self.total_tokens]
         for ctl in (self.shape, self.tree_kind):
             ctl.change(self.on_controls, [self.shape, self.tree_kind], controls, queue=False, api_visibility="private")

@@ -24,7 +24,7 @@ from eagle_core.serving.rounds import run_job
 from eagle_core.serving.turns import queue_note
 from views.common import empty_figure
 
-from .common import Settings, shown, unexpected
+from .common import TRACES, Settings, shown, unexpected
 
 
 # ----------------------------------------------------------------------------- pure helpers (no components)
@@ -54,6 +54,21 @@ def race_sameness(greedy: bool, plain_tokens: list, eagle_tokens: list, div: dic
                        f"different kernels, so float rounding can flip a near-tie; not a sampling difference")
     return head + (f"not a near-tie (logit margin {div['margin']:.4g} > {eps:g}): at T = 0 this is a real "
                    f"mismatch, a bug in the verification")
+
+
+def summary_figure(state: dict):
+    """The Race's summary for this page: its own last Race (live, or cleared by Reset); while the page shows the
+    recorded example, that example's Race, labelled recorded; once it has live Steps or Runs and no Race of its
+    own, none (not the recorded example's figures beside a live generation)."""
+    state = state or {}
+    if state.get("plain") is not None:
+        return views.race_figure(shown(state, "race_eagle"), shown(state, "plain"))
+    if state.get("source") == "trace":
+        t = TRACES.get(state.get("trace") or "") or {}
+        where = ", ".join(str(x) for x in (t.get("target"), t.get("device"), t.get("recorded")) if x)
+        return views.race_figure(shown(state, "race_eagle"), shown(state, "plain"), recorded=where or "earlier")
+    return empty_figure("Press Race: this prompt decoded plainly and with EAGLE on this server, and timed "
+                        "(the recorded example's Race is not shown beside a live generation)")
 
 
 # ----------------------------------------------------------------------------- the view
@@ -93,8 +108,7 @@ class RaceView:
         # the rules, with the board's CSS (a page-wide <style>: presenter mode's body class reaches it), drawn once
         gr.HTML(vrace.rules_html(), elem_id="el-race-rules")
         self.race_msg = gr.HTML(vrace.race_idle_html(IDLE), elem_id="el-race-board")
-        self.race = gr.Plot(views.race_figure(shown(st0, "race_eagle"), shown(st0, "plain")), label="Race: the summary",
-                            elem_id="el-race-plot")
+        self.race = gr.Plot(summary_figure(st0), label="Race: the summary", elem_id="el-race-plot")
         return self
 
     # ------------------------------------------------------------------------- runs (one per browser tab)
@@ -214,6 +228,18 @@ class RaceView:
                   f"<div class='el-race-same'>Race: {views.common.esc(same)}.</div>")
         yield {self.race: views.race_figure(eagle, plain), self.state: state,
                self.race_msg: board("■ Stopped." if stopped else "✓ Both finished.", result)}
+
+    def follow(self, event):
+        """After a Lens Step or Run (`event`): the summary follows the page (summary_figure). Only a page whose
+        summary still shows the recorded example's Race gets a new figure (once: state["race_cleared"])."""
+        def on_summary(state):
+            if not isinstance(state, dict) or state.get("source") != "live" or state.get("plain") is not None \
+                    or state.get("race_cleared"):
+                return gr.update()
+            state["race_cleared"] = True
+            return summary_figure(state)
+        event.then(on_summary, [self.state], [self.race], queue=False, show_progress="hidden",
+                   api_visibility="private")
 
     def on_stop(self, request: gr.Request = None):
         """End this tab's Race after the cycle in progress (at once while it waits for a turn)."""

@@ -103,8 +103,9 @@ def stats_figure(records, upto: int | None = None, height: int = 600) -> go.Figu
     return figure(data, layout)
 
 
-def race_figure(eagle_records, plain_records, height: int = 380) -> go.Figure:
-    """Side by side: EAGLE vs plain decoding (draft='vanilla') of the same prompt, measured."""
+def race_figure(eagle_records, plain_records, height: int = 380, recorded: str = "") -> go.Figure:
+    """Side by side: EAGLE vs plain decoding (draft='vanilla') of the same prompt, measured. `recorded`: where a
+    recorded Race comes from; its title then says it is recorded, not measured on this server now."""
     e, v = summary(eagle_records), summary(plain_records)
     if not e["tokens"] or not v["tokens"]:
         return empty_figure("Press Race: the same prompt is decoded plainly and with EAGLE, and timed")
@@ -120,6 +121,8 @@ def race_figure(eagle_records, plain_records, height: int = 380) -> go.Figure:
         layout[grid_axes(1, col, 3)["yaxis"].replace("y", "yaxis")].update(range=[0, max(vals) * 1.3 + 1e-9],
                                                                             gridcolor="#eee")
     speed = e["tokens_per_s"] / v["tokens_per_s"] if v["tokens_per_s"] else 0.0
-    merge(layout, layout_base(f"Race: speedup {speed:.2f}× measured ({e['tokens']} vs {v['tokens']} tokens, "
-                              f"τ = {e['tau']:.2f})", height=height))
+    title = (f"Race: speedup {speed:.2f}× measured ({e['tokens']} vs {v['tokens']} tokens, τ = {e['tau']:.2f})")
+    if recorded:
+        title = f"⏺ Recorded Race ({recorded}): speedup {speed:.2f}× ({e['tokens']} vs {v['tokens']} tokens)"
+    merge(layout, layout_base(title, height=height))
     return figure(data, layout)
