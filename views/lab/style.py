@@ -30,6 +30,7 @@ def short_prompt(text: str, limit: int = 32) -> str:
 def lab_layout(fig, title: str, height: int = 380):
     fig.update_layout(title=dict(text=title, font=dict(size=TEXT_PX + 3)), font=LAB_FONT, height=height,
                       margin=dict(l=60, r=20, t=60, b=50), plot_bgcolor="white", paper_bgcolor="white")
-    fig.update_xaxes(showgrid=False, linecolor="#888")
-    fig.update_yaxes(gridcolor="#eee", linecolor="#888")
+    # automargin: an axis title is never cut at the figure's edge (issue 38.5: "sured acceptance rate" on a phone)
+    fig.update_xaxes(showgrid=False, linecolor="#888", automargin=True)
+    fig.update_yaxes(gridcolor="#eee", linecolor="#888", automargin=True)
     return fig
