@@ -402,7 +402,7 @@ def test_stop_ends_a_run_within_a_cycle(client, slow_cycles):
 
 
 def test_waiting_student_sees_the_queue(url, slow_cycles):
-    slow_cycles[0] = 0.7                                      # one cycle longer than the 0.4 s waiting tick
+    slow_cycles[0] = 1.6                                      # one cycle longer than the 1 s before the first note
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     step(b)
     job = a.submit(PROMPT, True, *cfg(max_new=40, shape="Chain", depth=1), api_name="/run")
@@ -494,7 +494,7 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles):
     behind is over (a stopped Run does not wait for its turn first), never runs a cycle, and the first Run goes
     on."""
     from eagle_core.serving.rounds import LOOP
-    slow_cycles[0] = 2.0                                      # a's cycles: b's turn is up to 2 s away
+    slow_cycles[0] = 4.0                                      # a's cycles: b's turn is up to 4 s away (its note after 1)
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
     job_b = None
@@ -693,7 +693,7 @@ def test_play_waits_between_beats_without_a_worker_thread(demo, monkeypatch):
 def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles):
     """A Step queued behind another student's cycle: Stop ends it at once (it leaves the queue), no cycle run."""
     from eagle_core.serving.rounds import LOOP
-    slow_cycles[0] = 2.0
+    slow_cycles[0] = 4.0                                      # the queue note comes after 1 s (tabs/lens.py)
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     step(b)                                                   # b's prefill
     cycles_b = b.predict(api_name="/session_tokens")["cycles"]
