@@ -24,6 +24,9 @@ def test_the_same_law_panel_draws_both(server, size):  # noqa: F811
         box = page.locator("input[type=number][aria-label*='Temperature']").first
         box.fill("0.8")
         box.press("Enter")
+        box.press("Tab")
+        page.wait_for_function("() => [...document.querySelectorAll('input[type=range]')].some("
+                               "(e) => e.value === '0.8')", timeout=10000)     # the slider has taken it
         page.locator("#el-settings > button").first.click()
         page.locator("#el-law-acc > button").first.click()
         page.locator("#el-law-btn").click()

@@ -42,13 +42,15 @@ def test_three_students_no_errors_no_cross_talk(url, tmp_path, capsys):
     assert rc == 0
     assert rep["students_completed"] == 3 and not rep["prompts_where_students_disagree"]
     n = {a: s["n"] for a, s in rep["actions"].items()}
-    assert n == {"open": 3, "step": 15, "run": 3, "run: first output": 3, "run: first text": 3, "tokens": 3,
-                 "stop": 3, "how can I": 3}, n
+    assert n == {"open": 3, "step": 15, "step 1 (with the prefill)": 3, "steps 2-5": 12, "run": 3,
+                 "run: first output": 3, "run: first text": 3, "tokens": 3, "stop": 3, "how can I": 3}, n
     for a, s in rep["actions"].items():
         assert 0 <= s["p50"] <= s["p95"] <= s["max"], (a, s)
     assert rep["memory"]["before_mb"] > 0 and rep["memory"]["max_mb"] >= rep["memory"]["before_mb"]
     assert rep["server"]["max_sessions"] >= 1 and rep["server"]["stats_samples"] >= 1
     assert "| action | n | p50 s | p95 s | max s |" in printed and "cross-talk: 0" in printed
+    cpu = rep["cpu"]                                    # both sides' CPU seconds during the load
+    assert cpu["client_cpu_s"] > 0 and cpu["server_cpu_s"] is not None and "CPU during the load" in printed
 
 
 def test_compare_finds_the_first_difference():
