@@ -241,19 +241,8 @@ def job_turn(job, waiting=None, cancel: threading.Event | None = None):
         finally:
             release_turn(ticket)
     req = LOOP.submit(None, job=job)
-    t0 = last = time.perf_counter()
-    try:
-        while not req.done.wait(POLL_S):
-            if cancel is not None and cancel.is_set() and LOOP.withdraw(req):
-                return CANCELLED
-            if waiting is not None and time.perf_counter() - last >= REPORT_S:
-                last = time.perf_counter()
-                yield waiting((0 if req.started else LOOP.ahead(req)) + MODEL_LOCK.waiting(), last - t0)
-    except BaseException:                  # the page went away while waiting: leave the queue
-        LOOP.withdraw(req)
-        raise
-    if req.error is not None:
-        raise req.error
+    if (yield from _wait(req, waiting, cancel, REPORT_S)) is CANCELLED:
+        return CANCELLED
     return req.result
 
 
@@ -287,6 +276,15 @@ def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None, quiet_s
     if dec.done:
         return []
     req = LOOP.submit(dec)
+    if (yield from _wait(req, waiting, cancel, quiet_s)) is CANCELLED:
+        return CANCELLED
+    return [req.record]
+
+
+def _wait(req: CycleRequest, waiting, cancel: threading.Event | None, quiet_s: float):
+    """Generator: wait for `req`'s round, yielding `waiting(ahead, seconds)` once it has waited `quiet_s` and
+    every REPORT_S after; returns CANCELLED when `cancel` withdrew it from the queue, else None (raises what the
+    round raised for it)."""
     t0 = time.perf_counter()
     note_at = t0 + quiet_s
     try:
@@ -307,4 +305,4 @@ def cycle_turn(dec, waiting=None, cancel: threading.Event | None = None, quiet_s
         raise
     if req.error is not None:
         raise req.error
-    return [req.record]
+    return None
