@@ -23,8 +23,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def app_in_process(target: str = "tiny"):
-    """The app on a free port in this process (module state: app.MODEL, app.SESSIONS); yields the URL."""
+def app_in_process(target: str = "tiny", with_demo: bool = False):
+    """The app on a free port in this process (module state: app.MODEL, app.SESSIONS); yields the URL, or (URL,
+    its Blocks) with `with_demo`."""
     import app
     th = app.start_loading(target, "shifted")
     demo = app.build_demo()
@@ -34,7 +35,8 @@ def app_in_process(target: str = "tiny"):
     th.join(timeout=120)
     assert app.MODEL.status == "ready", app.MODEL.error
     try:
-        yield f"http://127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{port}"
+        yield (url, demo) if with_demo else url
     finally:
         demo.close()
 

@@ -9,8 +9,7 @@ import pytest
 pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
 
-import app  # noqa: E402
-from servers import cfg, free_port  # noqa: E402
+from servers import app_in_process, cfg  # noqa: E402
 
 pytestmark = pytest.mark.slow       # a whole app in this process, like tests/test_app.py
 
@@ -20,17 +19,8 @@ PROMPT = "How can I learn Python?"
 @pytest.fixture(scope="module")
 def served():
     """(url, demo): the app in this process, with its Blocks at hand (the fn_index of its private events)."""
-    th = app.start_loading("tiny", "shifted")
-    demo = app.build_demo()
-    demo.queue(default_concurrency_limit=4)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=app.CSS, quiet=True)
-    th.join(timeout=120)
-    assert app.MODEL.status == "ready", app.MODEL.error
-    try:
-        yield f"http://127.0.0.1:{port}", demo
-    finally:
-        demo.close()
+    with app_in_process("tiny", with_demo=True) as got:
+        yield got
 
 
 def limit_sliders(demo) -> dict:
