@@ -73,6 +73,7 @@ class LlamaRun:
     drafted: int | None = None        # speculative only: draft tokens proposed and accepted, verify passes
     accepted: int | None = None
     drafts: int | None = None
+    accept_lengths: list[int] | None = None   # speculative: drafted tokens kept, cycle by cycle (its debug log)
     command: list[str] = field(default_factory=list)
 
     @property
@@ -131,3 +132,22 @@ def generate_eagle3(model: str, draft: str, prompt: str, max_new_tokens: int, k:
     return LlamaRun(text=out, new_tokens=int(m.group(1)), seconds=float(m.group(2)),
                     tokens_per_second=float(m.group(3)), drafted=drafted, accepted=accepted,
                     drafts=_num(r"n_draft(?:s)?\s*=\s*(\d+)", both, int), command=cmd)
+
+
+def pass_costs(model: str, rows=(1, 2, 4, 8, 16, 26), prefix: int = 256, reps: int = 5,
+               n_threads: int | None = None, timeout: float = 600) -> dict:
+    """What one llama.cpp pass of R tokens costs after a `prefix`-token context, from llama-bench itself
+    (`-p R -n 0 -d prefix`: a batch of R tokens appended to a context of that depth; its mean over `reps`):
+    {"ms": {R: ms a pass}, "relative": {R: that / the one-token pass}} — the same table as bench/pass_cost.py's
+    for our engine (a 256-token prefix, the rows a CPU tree verifies)."""
+    import json
+    cmd = [tool("llama-bench"), "-m", model, "-p", ",".join(str(r) for r in rows), "-n", "0", "-d", str(prefix),
+           "-r", str(reps), "-t", str(n_threads or threads()), "-o", "json"]
+    out, _ = _run(cmd, timeout)
+    ms = {}
+    for t in json.loads(out):
+        if int(t.get("n_gen", 0)) == 0 and int(t.get("n_prompt", 0)) in rows:
+            ms[int(t["n_prompt"])] = float(t["avg_ns"]) / 1e6
+    one = ms.get(1)
+    return {"ms": ms, "relative": {r: v / one for r, v in ms.items()} if one else None, "prefix": prefix,
+            "command": cmd}

@@ -130,3 +130,64 @@ def test_llamacpp_decodes_with_the_shipped_eagle3_head(tmp_path):
     theirs = accepted / drafted
     assert theirs > 0.1, (theirs, ours)          # a misread layout (layer order, d2t, norms) accepts ~nothing
     assert abs(theirs - ours) < 0.12, (theirs, ours)
+
+
+class FakeEngine:
+    """A llama.cpp method answering with given text (the benchmark's side of the llama.cpp methods, without it)."""
+
+    def __init__(self, text, prompt_tokens=None, lengths=None):
+        self.text, self.prompt_tokens, self.lengths, self.prompts = text, prompt_tokens, lengths, []
+        self.head_gguf, self.k, self.target_gguf = ("h.gguf" if lengths else None), 3, "t.gguf"
+
+    def own_pids(self):
+        return ()
+
+    def generate(self, prompt, n):
+        self.prompts.append(prompt)
+        spec = self.lengths is not None
+        return llamacpp.LlamaRun(text=self.text, new_tokens=n, seconds=0.5, tokens_per_second=2 * n,
+                                 prompt_tokens=self.prompt_tokens, drafted=3 * len(self.lengths) if spec else None,
+                                 accepted=sum(self.lengths) if spec else None, accept_lengths=self.lengths)
+
+
+def test_the_benchmarks_llamacpp_methods(tiny_target):
+    """llamacpp / llamacpp-eagle3 in run_bench: the prompt goes to llama.cpp as the text of our rendered ids, its
+    text comes back as the target's tokens, llamacpp-eagle3 is held to llamacpp's tokens (the same engine), tau from
+    llama.cpp's cycles; a prompt llama.cpp counts otherwise, or T > 0, is refused with the reason."""
+    from eagle_core.bench import methods as bm
+    from eagle_core.bench import run as br
+    from eagle_core.bench.errors import BenchError
+    from eagle_core.bench.llamacpp import run_llamacpp_method
+    assert bm.parse_methods("llamacpp,llamacpp-eagle3") == ["llamacpp", "llamacpp-eagle3"]
+    assert bm.method_head_shift("llamacpp-eagle3") == "eagle3" and bm.method_head_shift("llamacpp") is None
+    t = tiny_target
+    items = [{"id": "a", "prompt": "Say hello.", "category": "x"}, {"id": "b", "prompt": "Count to three.",
+                                                                      "category": "x"}]
+    ids = t.render_prompt(items[0]["prompt"])
+    said = " Hello there, how are you today?"
+    want = t.tokenizer.encode(said, add_special_tokens=False)
+    fake = FakeEngine(said, prompt_tokens=len(ids))
+    r = run_llamacpp_method(fake, t, ids, 8, 0.0)
+    assert r["token_ids"] == want and r["seconds"] == 0.5
+    assert fake.prompts[-1] == t.tokenizer.decode(ids, skip_special_tokens=False)
+    with pytest.raises(BenchError, match="tokenizers differ"):
+        run_llamacpp_method(FakeEngine(said, prompt_tokens=len(ids) + 1), t, ids, 8, 0.0)
+    with pytest.raises(BenchError, match="greedy"):
+        run_llamacpp_method(fake, t, ids, 8, 0.7)
+    spec = run_llamacpp_method(FakeEngine(said, len(ids), lengths=[2, 0, 3]), t, ids, 8, 0.0)
+    assert spec["accept_lengths"] == [2, 0, 3] and spec["forwards"] == 4
+
+    class PerPrompt(FakeEngine):        # the prompt's own token count, whatever the prompt
+        def generate(self, prompt, n):
+            self.prompt_tokens = len(t.tokenizer.encode(prompt, add_special_tokens=False))
+            return super().generate(prompt, n)
+
+    for other, mismatches in ((said, 0), (" Hello there, how are you?", 2)):
+        engines = {"llamacpp": PerPrompt(said), "llamacpp-eagle3": PerPrompt(other, lengths=[1, 1])}
+        rep = br.run_bench(t, items, ["llamacpp", "llamacpp-eagle3"], {"eagle3": object()}, max_new_tokens=8,
+                           progress=False, warmup=False, engines=engines, pass_costs=False)
+        assert rep["config"]["mismatch_references"] == {"llamacpp-eagle3": "llamacpp"}
+        assert rep["methods"]["llamacpp-eagle3"]["mismatches"] == mismatches
+        assert rep["methods"]["llamacpp"]["mismatches"] is None or rep["methods"]["llamacpp"]["mismatches"] == 0
+    with pytest.raises(BenchError, match="needs llama.cpp"):
+        br.run_bench(t, items, ["llamacpp"], {}, max_new_tokens=8, progress=False, warmup=False, pass_costs=False)

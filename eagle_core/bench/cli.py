@@ -24,8 +24,8 @@ import sys
 
 from ..quiet import quiet_libraries
 from .errors import BenchError
-from .methods import (BASE_METHODS, DEFAULT_METHODS, OUTSIDE_METHODS, VLLM_METHODS, method_config,
-                      method_head_shift, parse_methods)
+from .methods import (BASE_METHODS, DEFAULT_METHODS, LLAMACPP_METHODS, OUTSIDE_METHODS, VLLM_METHODS,
+                      method_config, method_head_shift, parse_methods)
 from .preflight import check_quiet, fail
 from .prompts import BUILTIN_SETS, load_prompts
 from .report import format_table, write_plot
@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vllm methods without torch.compile (start in a minute instead of ~3; decode slower)")
     ap.add_argument("--vllm-export", default=None, metavar="DIR",
                     help="the export folder the vllm methods load (made there when missing; default: temporary)")
+    ap.add_argument("--llamacpp-k", type=int, default=3,
+                    help="llamacpp-eagle3: drafted tokens per cycle (llama.cpp's --spec-draft-n-max, a chain)")
+    ap.add_argument("--llamacpp-export", default=None, metavar="DIR",
+                    help="the folder llamacpp-eagle3's exported head is written to (default: temporary)")
+    ap.add_argument("--llamacpp-target-gguf", default=None, metavar="FILE",
+                    help="the target's GGUF the llama.cpp methods run (default: the embedded one)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--target", default=None, help="local folder or hub id (default: the embedded SmolLM2-135M)")
     ap.add_argument("--device", default=None)
@@ -173,6 +179,13 @@ def main(argv=None) -> int:
         return fail(str(exc))
 
     wants_vllm = any(m in VLLM_METHODS for m in methods)
+    wants_llamacpp = any(m in LLAMACPP_METHODS for m in methods)
+    if wants_llamacpp:
+        from ..llamacpp import LlamaCppMissing, tool
+        try:
+            tool("llama-completion"), tool("llama-speculative-simple")
+        except LlamaCppMissing as exc:
+            return fail(str(exc))
     if wants_vllm:
         from .vllm import vllm_python
         if vllm_python() is None:
@@ -207,6 +220,14 @@ def main(argv=None) -> int:
                                     export_dir=args.vllm_export, log=lambda t: print(t, file=sys.stderr),
                                     eagle3_head=heads.get("eagle3"))
             config["vllm"] = engines_note(engines)
+        if wants_llamacpp:
+            from .llamacpp import start_llamacpp
+            lc = start_llamacpp(target, heads.get("eagle3"), methods, k=args.llamacpp_k,
+                                export_dir=args.llamacpp_export, target_gguf=args.llamacpp_target_gguf,
+                                n_threads=args.threads, log=lambda t: print(t, file=sys.stderr))
+            engines.update(lc)
+            config["llamacpp"] = {m: {"target": e.target_gguf, "head": e.head_gguf,
+                                      "k": e.k if e.head_gguf else None} for m, e in lc.items()}
         try:
             report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
                                temperature=args.temperature, top_p=args.top_p, seed=args.seed,
@@ -216,7 +237,7 @@ def main(argv=None) -> int:
                                engines=engines)
         finally:
             from .vllm import close_engines
-            close_engines(engines)
+            close_engines({m: e for m, e in engines.items() if m not in LLAMACPP_METHODS})
     except (BenchError, TargetLoadError, HeadLoadError, ValueError, RuntimeError) as exc:
         return fail(str(exc))
     print(format_table(report))

@@ -7,7 +7,8 @@ is slowed and the ratio turns to noise (on the 2-core dev machine a busy neighbo
     other cores = (CPU time all processes used - CPU time this process used + time the hypervisor stole) / wall
 
 from /proc/stat and the process's own clock, over every timed stretch. A method that runs in other processes
-(vLLM's engine, bench/vllm.py) names them: their CPU time counts as the benchmark's own while that method is
+(vLLM's engine, bench/vllm.py) names them, and a child process the benchmark waited for (llama.cpp's tools,
+bench/llamacpp.py) counts as its own: their CPU time counts as the benchmark's own while that method is
 timed, and as other work while any other method is. 0.0 is a quiet machine; 1.0 means one
 core's worth of other work ran beside the benchmark. Where /proc/stat is missing (macOS, Windows) the 1-minute
 load average minus this process's threads stands in, flagged as approximate.
@@ -86,7 +87,9 @@ def sample(pids=()) -> Sample:
         la = os.getloadavg()[0]
     except (AttributeError, OSError):
         la = None
-    own = time.process_time() + (pids_cpu_seconds(pids) if pids else 0.0)
+    # a method run as a child process per generation (llama.cpp's tools) counts as ours once it is waited for
+    t = os.times()
+    own = time.process_time() + t.children_user + t.children_system + (pids_cpu_seconds(pids) if pids else 0.0)
     return Sample(time.perf_counter(), own, _proc_stat(), la)
 
 

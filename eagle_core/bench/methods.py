@@ -13,6 +13,9 @@
                      (a chain of k drafts, vLLM's EAGLE-1), in vLLM's environment (bench/vllm.py: a worker
                      process per method, asked one prompt at a time, stopped while the other methods run)
   vllm-eagle3        the same with the EAGLE-3 head (the ':eagle3' methods' head) as vLLM's "method": "eagle3"
+  llamacpp, llamacpp-eagle3   llama.cpp's own decoding of the target's GGUF (its 4-bit blocks), plain and with the
+                     EAGLE-3 head exported to it (a chain of k drafts, `--spec-type draft-eagle3`), each generation
+                     one run of llama.cpp's tool, timed and counted by llama.cpp itself (bench/llamacpp.py; greedy only)
 
 Every run returns a per-prompt result: {"token_ids", "new_tokens", "seconds", "forwards", "depth_counts"}, and
 for the engine's methods "accept_lengths" and "time_split" too (metrics.py reads them).
@@ -30,9 +33,11 @@ HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
 EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
 VLLM_METHODS = ("vllm", "vllm-eagle", "vllm-eagle3")
 VLLM_SPEC_METHOD = {"vllm": None, "vllm-eagle": "eagle", "vllm-eagle3": "eagle3"}   # vLLM's speculative method
-OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS     # methods that take no DecodeConfig of ours
+LLAMACPP_METHODS = ("llamacpp", "llamacpp-eagle3")
+OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS + LLAMACPP_METHODS     # methods that take no DecodeConfig of ours
 DEFAULT_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
-BASE_METHODS = DEFAULT_METHODS + VLLM_METHODS   # the vLLM ones need scripts/setup_vllm.sh, so only when asked
+# the vLLM and llama.cpp ones need scripts/setup_vllm.sh / scripts/setup_llamacpp.sh, so only when asked
+BASE_METHODS = DEFAULT_METHODS + VLLM_METHODS + LLAMACPP_METHODS
 HEAD_SUFFIXES = ("unshifted", "eagle3")         # eagle-*:SUFFIX drafts with that head instead of the shifted one
 
 
@@ -60,7 +65,7 @@ def method_head_shift(method: str) -> str | None:
     """Which head a method drafts with: 'shifted', 'unshifted', 'eagle3', or None (no head)."""
     if method == "vllm-eagle":
         return "shifted"        # exported to vLLM
-    if method == "vllm-eagle3":
+    if method in ("vllm-eagle3", "llamacpp-eagle3"):
         return "eagle3"
     base, _, suffix = method.partition(":")
     if base not in EAGLE_DRAFTS:
@@ -214,6 +219,9 @@ def run_method(method: str, target, heads: dict, base_cfg, prompt_ids, max_new_t
     {"vllm": worker, "vllm-eagle": worker, "vllm-eagle3": worker} for the vLLM methods."""
     if method in VLLM_METHODS:     # run_bench checked that every vLLM method has its worker
         return run_vllm_method(engines[method], target, prompt_ids, max_new_tokens, temperature, top_p, seed)
+    if method in LLAMACPP_METHODS:
+        from .llamacpp import run_llamacpp_method
+        return run_llamacpp_method(engines[method], target, prompt_ids, max_new_tokens, temperature)
     if method == "hf-greedy":
         return run_hf(target, prompt_ids, max_new_tokens, temperature, top_p, seed)
     if method == "hf-prompt-lookup":

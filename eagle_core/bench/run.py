@@ -24,7 +24,7 @@ from . import machine_load
 from ..decoding.divergence import TIE_EPS, divergence, first_divergence, near_tie, tie_eps_for
 from .errors import BenchError
 from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
-from .methods import (BASELINE, OUTSIDE_METHODS, VLLM_METHODS, max_nodes, method_config, method_head_shift,
+from .methods import (BASELINE, LLAMACPP_METHODS, OUTSIDE_METHODS, VLLM_METHODS, max_nodes, method_config, method_head_shift,
                       parse_methods, rotated, run_method)
 from .metrics import TAU_NOTE, result_tokens_per_s
 from .summary import summarize_all
@@ -144,6 +144,10 @@ def _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperatur
     for m in methods:
         if m in VLLM_METHODS and m not in engines:
             raise BenchError(f"method {m} needs a vLLM worker (start_engines in bench/vllm.py)")
+        if m in LLAMACPP_METHODS and m not in engines:
+            raise BenchError(f"method {m} needs llama.cpp's files (start_llamacpp in bench/llamacpp.py)")
+        if m in LLAMACPP_METHODS and temperature != 0:
+            raise BenchError(f"method {m} runs greedy only (T = 0)")
         if m not in OUTSIDE_METHODS:
             method_config(m, base_cfg, max_new_tokens, temperature, top_p, seed).check()
     return base_cfg
@@ -209,6 +213,12 @@ def mismatch_references(per_prompt: dict, numerics: str) -> dict:
     for m in per_prompt:
         if m == BASELINE:
             continue
+        if m in LLAMACPP_METHODS:
+            # llama.cpp computes another function (4-bit weights, 8-bit activations): its speculative decoding
+            # must give its own plain decoding's tokens; its plain decoding is compared with nothing
+            if m != "llamacpp" and "llamacpp" in per_prompt:
+                out[m] = "llamacpp"
+            continue
         if m in OUTSIDE_METHODS:
             candidates = [BASELINE] + (["vanilla"] if same else [])
         elif m == "vanilla":
@@ -243,6 +253,8 @@ def _mark_divergences(target, per_prompt: dict, refs: dict, rendered, eps_pair: 
             d = first_divergence(r["token_ids"], ref["token_ids"])
             r["diverged_at"] = d
             r["tie"] = False
+            if m in LLAMACPP_METHODS:
+                continue          # a near-tie of llama.cpp's numerics cannot be measured with our target
             if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])):
                 r["tie"] = near_tie(target, rendered[r["prompt"]][1], ref["token_ids"][:d], eps, stock=stock)
 
