@@ -1,28 +1,29 @@
-"""The “How can I” tab: one prefix, several sampled branches, where the shifted and the unshifted head put their
-predicted features and what they would draft."""
+"""The “How can I” tab: one prefix, several sampled branches; what knowing the sampled token buys the draft head,
+in one measure (the draft probability of the target's next token) and in tokens (real EAGLE cycles with each head).
+"""
 from __future__ import annotations
 
 import gradio as gr
 
 import views
 from eagle_core.serving.errors import UserError
-from eagle_core.serving.gpu import gpu
+from eagle_core.serving.gpu import ZERO_GPU, gpu
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.rounds import job_turn
 from eagle_core.serving.turns import queue_note
 
-from .common import TRACE, unexpected
+from .common import TRACE, Settings, unexpected
 
-INTRO = ("The draft head predicts the target's **feature**. After “How can I” the next feature depends on which token "
-         "gets sampled. The **unshifted** head sees only (f_I, e(I)) and makes one prediction for all branches; the "
-         "**shifted** EAGLE head sees the sampled token (f_I, e(t)), so each prediction moves toward its own branch "
-         "(arrows). With the small shipped heads the move is partial in feature space; the next-token distributions "
-         "(right) show what it buys: the shifted guess drafts what the target will say.")
+INTRO = ("The draft head predicts the target's **feature**. After “How can I” the next feature depends on which "
+         "token gets sampled (a *branch*: “use”, “create”…). The **unshifted** head sees only (f_I, e(I)) and "
+         "makes one guess for all branches; the **shifted** EAGLE head also sees the sampled token, (f_I, e(t)). One "
+         "measure says what that buys: after each branch, the draft probability each head gives the token the "
+         "target says next. Real EAGLE cycles continuing each branch, once with each head, count it in tokens.")
 
 
 @gpu
 def _ambiguity(prefix, branches, chat=False):
-    """The view's record (a few forwards of the target and both heads); named for ZeroGPU's worker log."""
+    """The view's record (a few forwards of the target and the heads); named for ZeroGPU's worker log."""
     from eagle_core.decoding.ambiguity import compute_ambiguity
     target, heads = MODEL.require()
     rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat),
@@ -30,6 +31,39 @@ def _ambiguity(prefix, branches, chat=False):
     if MODEL.notice:
         rec.note = MODEL.notice
     return rec.to_dict()
+
+
+def payoff_shape():
+    """The drafting shape the payoff compares the heads on: the Lens's starting one (the lesson's tree)."""
+    return Settings().config()
+
+
+def payoff_heads(heads: dict, eagle3: bool) -> dict:
+    return {h: heads[h] for h in ("shifted", "unshifted", "eagle3") if h in heads and (eagle3 or h != "eagle3")}
+
+
+@gpu
+def _payoff(rec: dict, eagle3=False):
+    """Under ZeroGPU (a worker per call keeps no decoder): every payoff run to its end in one call."""
+    from eagle_core.decoding.branch_payoff import PayoffRun
+    target, heads = MODEL.require()
+    run = PayoffRun.for_record(target, payoff_heads(heads, eagle3), payoff_shape(), rec)
+    while not run.done:
+        run.step()
+    return run.result().to_dict()
+
+
+def payoff_turns(rec: dict, eagle3: bool, waiting):
+    """Generator: the payoff (a dict), its runs stepped one round at a time as short jobs of the engine loop (each
+    one packed target pass), so a class's cycles wait for one round of it at a time, not for all of it."""
+    if ZERO_GPU:
+        return (yield from job_turn(lambda: _payoff(rec, eagle3), waiting))
+    from eagle_core.decoding.branch_payoff import PayoffRun
+    target, heads = MODEL.require()
+    run = PayoffRun.for_record(target, payoff_heads(heads, eagle3), payoff_shape(), rec)
+    while not run.done:
+        yield from job_turn(run.step, waiting)
+    return run.result().to_dict()
 
 
 def check_inputs(prefix, branches) -> int:
@@ -55,24 +89,40 @@ class AmbiguityTab:
                 self.branches = gr.Slider(2, 6, value=4, step=1, label="Branches", scale=1)
                 self.chat = gr.Checkbox(label="as the start of the assistant's reply (chat template)", value=False,
                                         scale=1)
+                self.eagle3 = gr.Checkbox(label="show the EAGLE-3 head too", value=False, scale=1,
+                                          elem_id="el-amb-eagle3")
                 self.button = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
             self.msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
             a0 = (TRACE or {}).get("ambiguity")
+            self.rec = gr.State(a0)
+            self.headline = gr.HTML(views.ambiguity_headline(a0), elem_id="el-amb-headline")
             with gr.Row():
                 self.fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
-                self.dist = gr.Plot(views.ambiguity_dist_figure(a0), label="Next-token distributions")
-            self.table = gr.HTML(views.ambiguity_html(a0))
+                self.dist = gr.Plot(views.ambiguity_dist_figure(a0), label="What each head drafts")
+            with gr.Row():
+                self.payoff = gr.Plot(views.ambiguity_payoff_figure(a0), label="Tokens per cycle")
+                self.table = gr.HTML(views.ambiguity_html(a0))
         return self
 
-    def on_compute(self, prefix, branches, chat=False):
-        """One bounded piece of model work (a few forwards): a job of the engine loop, in its turn."""
+    def on_compute(self, prefix, branches, chat=False, eagle3=False):
+        """The record (one job of the engine loop), then its payoff (a job per round of EAGLE cycles)."""
         try:
             b = check_inputs(prefix, branches)
             MODEL.require()
-            rec = yield from job_turn(lambda: _ambiguity(prefix, b, chat),
-                                      lambda ahead, w: {self.msg: queue_note(ahead, w)})
-            yield {self.fig: views.ambiguity_figure(rec), self.dist: views.ambiguity_dist_figure(rec),
-                   self.table: views.ambiguity_html(rec), self.msg: "Computed live from the target and both heads."}
+            waiting = lambda ahead, w: {self.msg: queue_note(ahead, w)}   # noqa: E731
+            rec = yield from job_turn(lambda: _ambiguity(prefix, b, chat), waiting)
+            yield {self.fig: views.ambiguity_figure(rec),
+                   self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
+                   self.table: views.ambiguity_html(rec, eagle3), self.headline: views.ambiguity_headline(rec),
+                   self.payoff: views.ambiguity_payoff_figure(None), self.rec: rec,
+                   self.msg: "⏳ Features computed; now running EAGLE cycles with each head after each branch…"}
+            rec = dict(rec, payoff=(yield from payoff_turns(rec, bool(eagle3), waiting)))
+            # every output again: an API client reads the last update only
+            yield {self.fig: views.ambiguity_figure(rec),
+                   self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
+                   self.table: views.ambiguity_html(rec, eagle3), self.headline: views.ambiguity_headline(rec),
+                   self.payoff: views.ambiguity_payoff_figure(rec, eagle3), self.rec: rec,
+                   self.msg: "Computed live from the target and the heads."}
         except (UserError, ValueError) as exc:
             yield {self.msg: f"❌ {exc}"}
         except GeneratorExit:
@@ -80,7 +130,25 @@ class AmbiguityTab:
         except Exception as exc:
             yield {self.msg: f"❌ Could not compute ({unexpected(exc)})."}
 
+    def on_toggle(self, rec, eagle3):
+        """Show or hide the EAGLE-3 head's series (no model work: from the record shown)."""
+        pay = (rec or {}).get("payoff") or {}
+        ran3 = any(r["head"] == "eagle3" for b in pay.get("branches", []) for r in b["runs"])
+        has3 = bool((rec or {}).get("eagle3_head"))
+        msg = gr.skip()
+        if eagle3 and not has3:
+            msg = "ℹ️ This record has no EAGLE-3 head (none loaded, or recorded without one)."
+        elif eagle3 and pay and not ran3:
+            msg = "ℹ️ The EAGLE-3 head's drafts are shown; press Compute to run its EAGLE cycles too."
+        return {self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
+                self.table: views.ambiguity_html(rec, eagle3), self.payoff: views.ambiguity_payoff_figure(rec, eagle3),
+                self.msg: msg}
+
     def wire(self, model_kw: dict):
-        ins, outs = [self.prefix, self.branches, self.chat], [self.fig, self.dist, self.table, self.msg]
+        ins = [self.prefix, self.branches, self.chat, self.eagle3]
+        outs = [self.fig, self.dist, self.table, self.msg, self.headline, self.payoff, self.rec]
         self.button.click(self.on_compute, ins, outs, api_name="ambiguity", **model_kw)
         self.prefix.submit(self.on_compute, ins, outs, api_visibility="private", **model_kw)
+        self.eagle3.change(self.on_toggle, [self.rec, self.eagle3], [self.dist, self.table, self.payoff, self.msg],
+                           api_visibility="private")
+

@@ -243,14 +243,17 @@ def test_race_and_ambiguity(client):
     fig, msg = client.predict(PROMPT, True, *cfg(max_new=8), api_name="/race")
     assert "Race" in msg and "identical text" in msg
     assert "speedup" in plot(fig)["layout"]["title"]["text"]
-    fig, dist, table, msg = client.predict("How can I", 3, api_name="/ambiguity")
+    fig, dist, table, msg, headline, payoff = client.predict("How can I", 3, api_name="/ambiguity")[:6]
     names = " ".join(n or "" for n in trace_names(fig))
     assert "shifted head" in names and "unshifted head" in names and "real feature" in names
     assert len(plot(dist)["data"]) == 9
-    assert "distance shifted" in table
-    fig, dist, table, msg = client.predict("How can I", 3, True, api_name="/ambiguity")
+    # one measure in the headline and the text; the payoff: real EAGLE cycles per branch and head
+    assert "draft probability" in table and "of 3 branches" in headline and "In tokens:" in headline
+    assert {t["name"] for t in plot(payoff)["data"]} == {"shifted head", "unshifted head"}
+    assert msg.startswith("Computed")
+    fig, dist, table, msg = client.predict("How can I", 3, True, api_name="/ambiguity")[:4]
     assert "chat template" in table and msg.startswith("Computed")
-    _, _, _, msg = client.predict("", 3, api_name="/ambiguity")
+    msg = client.predict("", 3, api_name="/ambiguity")[3]
     assert msg.startswith("❌")
 
 

@@ -250,24 +250,23 @@ def test_stats_and_race():
 
 
 def test_ambiguity_views():
-    br = lambda t, x: dict(token_id=1, text=t, p=0.3, real_xy=[x, 0], shifted_xy=[x, 0.1], dist_shifted=1.0,
-                          dist_unshifted=5.0, cos_shifted=0.9, cos_unshifted=0.4,
-                          vocab=[dict(token_id=1, text=" a", prob=0.5)], vocab_shifted=[0.4], vocab_unshifted=[0.2])
+    br = lambda t, x, qs: dict(token_id=1, text=t, p=0.3, real_xy=[x, 0], shifted_xy=[x, 0.1], dist_shifted=1.0,
+                              dist_unshifted=5.0, cos_shifted=0.9, cos_unshifted=0.4,
+                              vocab=[dict(token_id=1, text=" a", prob=0.5)], vocab_shifted=[qs], vocab_unshifted=[0.2])
     rec = dict(prefix="How can I", prefix_tokens=["How", " can", " I"], last_token=" I", shifted_head="s",
-               unshifted_head="u", branches=[br(" make", -1), br(" get", 1)], unshifted_xy=[0, 0], last_xy=[0, 2],
-               explained_variance=[0.6, 0.2], mean_dist_shifted=1.0, mean_dist_unshifted=5.0)
+               unshifted_head="u", branches=[br(" make", -1, 0.4), br(" get", 1, 0.1)], unshifted_xy=[0, 0],
+               last_xy=[0, 2], explained_variance=[0.6, 0.2], mean_dist_shifted=1.0, mean_dist_unshifted=5.0)
     fig = ambiguity_figure(rec)
     n = " | ".join(names(fig))
     assert "real feature" in n and "shifted head" in n and "unshifted head" in n
+    assert "distance" not in n and "distance" not in (fig.layout.title.text or "")   # one measure: not this one
     d = ambiguity_dist_figure(rec)
     assert len(d.data) == 6
-    assert "distance shifted" in ambiguity_html(rec)
-    assert "of 2 shifted predictions" not in ambiguity_html(rec)  # an old record (no nearest-branch fields)
-    rec["branches"][0].update(nearest_branch=0, dist_to_branches=[1.0, 2.0])
-    rec["branches"][1].update(nearest_branch=0, dist_to_branches=[1.5, 2.0])
-    rec["unshifted_nearest"] = 1
     h = ambiguity_html(rec)
-    assert "<b>1 of 2</b> shifted predictions" in h and "nearest to “␣get”" in h and h.count("✓") == 1
+    # the one measure, branch by branch: the draft probability of the target's next token, ▲/▼ beside colour
+    assert "after 1 of 2 branches" in h and "mean 25.0% vs 20.0%" in h and "distance" not in h
+    assert h.count("▲ higher") == 1 and h.count("▼ not higher") == 1
+    assert "tokens per cycle" not in h                            # an old record: no payoff measured, none shown
     json.dumps(rec)
     # only head names on the page, never server paths
     rec.update(shifted_head="/work/main/assets/heads/smollm2-135m-shifted",
@@ -275,26 +274,26 @@ def test_ambiguity_views():
     h = ambiguity_html(rec)
     assert "smollm2-135m-shifted" in h and "yuhuili/EAGLE-Vicuna-7B-v1.3" in h
     assert "/work" not in h and ".cache" not in h and "snapshots" not in h
-    assert "What they would draft" not in h                       # no next-token lists: nothing to count
+    rec["branches"] = [dict(b, vocab=[]) for b in rec["branches"]]
+    assert "The measure" not in ambiguity_html(rec)               # no next-token lists: nothing to measure
 
 
-def test_ambiguity_counts_each_heads_first_draft():
-    """The sentence under the "How can I" figures counts, per head, the branches whose most likely next token is
-    the target's; the note on where the heads were trained appears only when EAGLE-3 falls behind on plain text."""
-    from views.ambiguity import drafts_sentence, first_draft_hits
-    tp = lambda i: [dict(token_id=i, text=f"t{i}", prob=0.5)]
-    br = lambda target, s, u, e3: dict(target_next=tp(target), shifted_next=tp(s), unshifted_next=tp(u),
-                                      eagle3_next=tp(e3))
-    rec = dict(branches=[br(1, 1, 1, 9), br(2, 2, 1, 9), br(3, 3, 1, 3)], context="plain text")
-    assert first_draft_hits(rec) == {"shifted": 3, "unshifted": 1, "eagle3": 1}
-    s = drafts_sentence(rec)
-    assert "shifted head's on <b>3 of 3</b>" in s and "unshifted head's on 1" in s and "EAGLE-3 head's on 1" in s
-    assert "tick “as the start of the assistant's reply”" in s
-    assert "tick" not in drafts_sentence(dict(rec, context="the chat template"))
-    level = dict(rec, branches=[br(1, 1, 1, 1), br(2, 2, 1, 2), br(3, 3, 1, 3)])
-    assert "tick" not in drafts_sentence(level) and "EAGLE-3 head's on 3" in drafts_sentence(level)
-    no_e3 = dict(rec, branches=[dict(b, eagle3_next=[]) for b in rec["branches"]])
-    assert "EAGLE-3" not in drafts_sentence(no_e3) and "unshifted head's on 1." in drafts_sentence(no_e3)
+def test_ambiguity_measure_counts_each_head_and_names_where_eagle3_was_trained():
+    """With the EAGLE-3 series shown, the text gives its mean and the branches where it beats the unshifted head;
+    the note on where the heads were trained appears only when EAGLE-3 falls behind the shifted head on plain text."""
+    from views.ambiguity import ambiguity_moves
+    v = lambda: [dict(token_id=1, text=" a", prob=0.6), dict(token_id=2, text=" b", prob=0.1)]   # noqa: E731
+    br = lambda s, u, e: dict(text=" t", p=0.2, vocab=v(), vocab_shifted=[s, 0], vocab_unshifted=[u, 0],  # noqa: E731
+                              vocab_eagle3=[e, 0])
+    rec = dict(branches=[br(0.5, 0.1, 0.05), br(0.4, 0.2, 0.3), br(0.3, 0.4, 0.2)], context="plain text",
+               prefix="How can I", prefix_tokens=["How"], shifted_head="s", unshifted_head="u", eagle3_head="e3")
+    m = ambiguity_moves(rec)
+    assert m["higher"] == 2 and m["mean"]["eagle3"] == pytest.approx(0.55 / 3)
+    h = ambiguity_html(rec, eagle3=True)
+    assert "The EAGLE-3 head gives it 18.3% on average, more than the unshifted head after 1 of 3." in h
+    assert "tick “as the start of the assistant's reply”" in h
+    assert "tick" not in ambiguity_html(dict(rec, context="the chat template"), eagle3=True)
+    assert "EAGLE-3" not in ambiguity_html(rec)                   # behind the toggle
 
 
 def test_show_token():
@@ -305,16 +304,16 @@ def test_show_token():
 
 
 def test_walkthrough_steps_and_figures():
-    from views.walkthrough import STEPS, step_markdown, step_settings, walk_figure
+    from views.walkthrough import STEPS, step_counter, step_settings, walk_figure
     assert 6 <= len(STEPS) <= 8
     for i, st in enumerate(STEPS):
         sentences = [s for s in st["text"].replace("...", "…").split(". ") if s.strip()]
-        assert 2 <= len(sentences) <= 5, st["title"]
-        assert step_markdown(i).startswith("## ")
+        assert 2 <= len(sentences) <= 3, st["title"]      # a projector's deck: at most three short sentences
+        assert step_counter(i).startswith(f"Step {i + 1} of {len(STEPS)}")
         assert {"prompt", "temperature", "shape"} <= set(step_settings(i))
     recs = [dataclasses.asdict(r) for r in (prefill(), synthetic_cycle(1), synthetic_cycle(2, kind="bonus"))]
     views_by_step = {st["view"] for st in STEPS}
-    assert views_by_step == {"race", "tree", "mask", "probs", "ambiguity"}
+    assert views_by_step == {"pass_cost", "tree", "mask", "probs", "ambiguity"}
     for i, st in enumerate(STEPS):
         fig, note = walk_figure(i, recs, recs, None)
         fig.to_json()
@@ -389,18 +388,22 @@ def test_statuses_stay_apart_under_colour_blindness(kind):
 
 
 def test_cycle_beats():
-    """Draft level by level (only nodes up to that depth, with q), one verify pass (all nodes, with p), accept."""
+    """Draft level by level (only nodes up to that depth, with q), one verify pass (all nodes, with p), accept
+    (the statuses, the target's token); tests/test_beats.py checks the transitions."""
     from views.beats import beat_caption, beat_count, beat_figure
     rec = synthetic_cycle()
     assert beat_count(rec) == 3 + 2 and beat_count(prefill()) == 1
     first = beat_figure(rec, 0)
-    texts = [a.text for a in first.layout.annotations]
-    assert len(texts) == 3 and all("q " in t for t in texts[1:]) and "Draft, level 1" in first.layout.title.text
+    nodes = next(t for t in first.data if t.name == "nodes")
+    shown = [t for t, o in zip(nodes.text, nodes.marker.opacity) if o > 0]
+    assert len(shown) == 3 and all("q " in t for t in shown[1:]) and "Draft, level 1" in first.layout.title.text
     verify = beat_figure(rec, 3)
-    assert len(verify.layout.annotations) == 6 and all("p " in a.text for a in verify.layout.annotations[1:])
-    assert "ONE forward pass" in beat_caption(rec, 3)
+    vn = next(t for t in verify.data if t.name == "nodes")
+    assert len(vn.text) == 6 and all("p " in t for t in vn.text[1:]) and min(vn.marker.opacity) > 0
+    assert "ONE target pass" in beat_caption(rec, 3)
     last = beat_figure(rec, 4)
-    assert "Accept" in last.layout.title.text and "✓ accepted" in names(last)
+    ln = next(t for t in last.data if t.name == "nodes")
+    assert "Accept" in last.layout.title.text and any(t.startswith("✓ ") for t in ln.text)
     assert beat_figure(rec, 99).layout.title.text == last.layout.title.text      # clamped
     assert "Prefill" in beat_caption(prefill(), 0)
 
@@ -467,7 +470,8 @@ def test_step_seven_shows_a_typical_rejection_and_says_its_probabilities():
 
 def test_step_five_has_its_bars_and_measures_the_move():
     """Step 5 shows the next-token bars it talks about (target, shifted, unshifted per branch) beside the feature
-    plane, and its note gives the measured share of the distance each shifted guess closes, not "to its branch"."""
+    plane, and its note states the "How can I" tab's one measure (the draft probability of the target's next
+    token), computed from the record."""
     from views.walkthrough import STEPS, walk_figure
     five = next(i for i, s in enumerate(STEPS) if s["title"].startswith("5."))
     amb = _trace("default")["ambiguity"]
@@ -475,8 +479,8 @@ def test_step_five_has_its_bars_and_measures_the_move():
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 3 * len(amb["branches"])
     assert {t.name for t in bars} >= {"shifted guess drafts", "target's real next token"}
-    b = amb["branches"][0]
-    assert f"{100 * (1 - b['dist_shifted'] / b['dist_unshifted']):.0f}%" in note and "partial move" in note
+    from views.ambiguity import ambiguity_moves, measure_sentence
+    assert measure_sentence(ambiguity_moves(amb, eagle3=False)) in note.replace("&lt;", "<")   # the tab's measure
     assert "moves to its own branch" not in STEPS[five]["text"] and "bars" in STEPS[five]["text"]
 
 

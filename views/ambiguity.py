@@ -1,4 +1,11 @@
-"""The "How can I" view: real branch features vs the shifted and unshifted heads' predictions."""
+"""The "How can I" view: where the shifted and unshifted heads put their predicted features, what they draft, and
+what that buys in tokens, all from the ambiguity record (eagle_core/decoding/ambiguity.py, branch_payoff.py).
+
+The tab makes ONE point with ONE measure: after each branch t (a token the target may sample after "How can I"),
+how much draft probability each head gives the token the target says next (its greedy choice: what T = 0 keeps).
+The headline, the text under the figures and the walkthrough's step 5 all state it from `ambiguity_moves`. The
+payoff in tokens (`payoff_totals`) is the accepted length of real EAGLE cycles continuing each branch with each head.
+"""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -8,9 +15,118 @@ from .common import DRAFT_Q, TARGET_P, as_dict, base_layout, empty_figure, esc, 
 
 BRANCH_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 UNSHIFTED = "#111111"
+EAGLE3 = "#E69F00"
+# each head's series: name on the page, colour, bar pattern (a cue besides colour)
+HEADS = {"shifted": ("shifted head", DRAFT_Q, "/"), "unshifted": ("unshifted head", "#555555", "."),
+         "eagle3": ("EAGLE-3 head", EAGLE3, "x")}
+MEASURE = "draft probability of the target's next token"
 
 
-def ambiguity_figure(rec, height: int = 560) -> go.Figure:
+def share(x) -> str:
+    """A probability for the measure's sentences and tables: 0.1% steps, and "<0.1%" below (never 2.1e-05)."""
+    return "<0.1%" if x is not None and 0 < x < 0.001 else pct(x)
+
+
+def _heads(rec: dict, eagle3: bool) -> list[str]:
+    """The heads whose series are shown: shifted and unshifted, the EAGLE-3 head when asked for and recorded."""
+    has3 = bool(rec.get("branches")) and all(b.get("vocab_eagle3") for b in rec["branches"])
+    return ["shifted", "unshifted"] + (["eagle3"] if eagle3 and has3 else [])
+
+
+# ---------------------------------------------------------------------------------------------- the one measure
+def ambiguity_moves(rec, eagle3: bool = True) -> dict:
+    """THE measure, per branch: the target's next token after the branch (its most likely one, what T = 0 keeps)
+    and the draft probability each head's prediction gives it; `higher`: the shifted head's is above the unshifted
+    head's. Totals: branches, how many are `higher`, the mean over the branches per head."""
+    rec = as_dict(rec) or {}
+    brs = rec.get("branches") or []
+    heads = _heads(rec, eagle3)
+    keys = {"shifted": "vocab_shifted", "unshifted": "vocab_unshifted", "eagle3": "vocab_eagle3"}
+    out = []
+    for b in brs:
+        if not b.get("vocab"):
+            continue
+        top = max(range(len(b["vocab"])), key=lambda k: b["vocab"][k]["prob"])
+        q = {h: float(b[keys[h]][top]) for h in heads}
+        out.append(dict(text=b["text"], p=b["p"], next_text=b["vocab"][top]["text"], next_p=b["vocab"][top]["prob"],
+                        q=q, higher=q["shifted"] > q["unshifted"]))
+    mean = {h: sum(b["q"][h] for b in out) / len(out) for h in heads} if out else {}
+    return {"branches": out, "n": len(out), "higher": sum(b["higher"] for b in out), "mean": mean}
+
+
+def measure_sentence(m: dict) -> str:
+    """The measure in one sentence (plain text), the same words in the headline, the tab's text and step 5."""
+    if not m.get("n"):
+        return ""
+    return (f"after {m['higher']} of {m['n']} branches the shifted head gives the target's next token more draft "
+            f"probability than the unshifted head (mean {share(m['mean']['shifted'])} vs "
+            f"{share(m['mean']['unshifted'])})")
+
+
+def measure_verdict(m: dict) -> str:
+    """What the measure shows, no more: helps (most branches and on average), does not, or mixed."""
+    k, n = m["higher"], m["n"]
+    up = m["mean"]["shifted"] > m["mean"]["unshifted"]
+    if 2 * k > n and up:
+        return "Knowing the sampled token helps the draft"
+    if k == 0 or (2 * k < n and not up):
+        return "Here knowing the sampled token does not help the draft"
+    return "Here knowing the sampled token helps on some branches only"
+
+
+# ---------------------------------------------------------------------------------------------- the payoff
+def payoff_totals(rec, eagle3: bool = True) -> dict:
+    """{head: {cycles, accepted, tau, per_branch: [tau]}} over the record's payoff runs (empty without one), plus
+    "shape", "new_tokens", "branches" (the branch texts). tau: mean accepted length (accepted drafted tokens + the
+    target's own token, per cycle)."""
+    rec = as_dict(rec) or {}
+    pay = rec.get("payoff") or {}
+    if not pay.get("branches"):
+        return {}
+    heads = ["shifted", "unshifted"] + (["eagle3"] if eagle3 else [])
+    runs = {h: [next((r for r in b["runs"] if r["head"] == h), None) for b in pay["branches"]] for h in heads}
+    out = {"shape": pay["shape"], "new_tokens": pay["new_tokens"], "branches": [b["text"] for b in pay["branches"]],
+           "heads": []}
+    for h, rs in runs.items():
+        if not all(r is not None and r["accepted"] for r in rs):
+            continue
+        cycles = sum(len(r["accepted"]) for r in rs)
+        kept = sum(a + 1 for r in rs for a in r["accepted"])
+        out[h] = dict(cycles=cycles, tau=kept / cycles,
+                      per_branch=[sum(a + 1 for a in r["accepted"]) / len(r["accepted"]) for r in rs],
+                      cycles_per_branch=[len(r["accepted"]) for r in rs])
+        out["heads"].append(h)
+    return out if {"shifted", "unshifted"} <= set(out["heads"]) else {}
+
+
+def payoff_sentence(t: dict) -> str:
+    """The payoff in one sentence (plain text): tokens per cycle with each head, same shape, same text."""
+    if not t:
+        return ""
+    return (f"continuing each branch with real EAGLE cycles ({t['shape']}, T = 0, the same "
+            f"{t['new_tokens']} tokens for every head), a cycle keeps {t['shifted']['tau']:.2f} tokens with the "
+            f"shifted head and {t['unshifted']['tau']:.2f} with the unshifted one")
+
+
+def ambiguity_headline(rec) -> str:
+    """The tab's headline (HTML), computed: the measure, then the payoff in tokens when the record has it."""
+    rec = as_dict(rec)
+    m = ambiguity_moves(rec, eagle3=False) if rec else {}
+    if not m.get("n"):
+        return ""
+    s = measure_sentence(m)
+    out = f"<p style='font-size:17px;margin:4px 0'><b>{measure_verdict(m)}:</b> {esc(s)}.</p>"
+    t = payoff_totals(rec, eagle3=False)
+    if t:
+        out += f"<p style='font-size:17px;margin:4px 0'><b>In tokens:</b> {esc(payoff_sentence(t))}.</p>"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the figures
+def ambiguity_figure(rec, height: int = 520) -> go.Figure:
+    """The feature plane (PCA): each branch's real feature, the shifted head's guess for it (an arrow from the
+    unshifted head's one guess) and the unshifted head's single guess. A picture of where the guesses land; the
+    tab's numbers are the measure's."""
     rec = as_dict(rec)
     if not rec:
         return empty_figure("Type a prefix and press Compute")
@@ -21,81 +137,121 @@ def ambiguity_figure(rec, height: int = 560) -> go.Figure:
         c = BRANCH_COLOURS[b % len(BRANCH_COLOURS)]
         (rx, ry), (sx, sy) = br["real_xy"], br["shifted_xy"]
         tok = esc(show_token(br["text"]))
-        fig.add_trace(go.Scatter(x=[ux, rx], y=[uy, ry], mode="lines", line=dict(color="#555", width=1.5, dash="dot"),
-                                 hoverinfo="skip", showlegend=False, name="unshifted distance"))
-        fig.add_trace(go.Scatter(x=[sx, rx], y=[sy, ry], mode="lines", line=dict(color=c, width=2.5),
-                                 hoverinfo="skip", showlegend=False, name="shifted distance"))
+        fig.add_trace(go.Scatter(x=[sx, rx], y=[sy, ry], mode="lines", line=dict(color=c, width=1.5, dash="dot"),
+                                 hoverinfo="skip", showlegend=False, name="shifted guess to its branch"))
         # what the sampled token does: it moves the head's guess from the one shared guess toward its branch
         fig.add_annotation(x=sx, y=sy, ax=ux, ay=uy, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                            arrowhead=2, arrowsize=1.2, arrowwidth=1.8, arrowcolor=c, opacity=0.75, text="")
         fig.add_trace(go.Scatter(
             x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"], textposition="top center",
-            textfont=dict(size=16, color=c), marker=dict(size=20, color=c, symbol="circle",
+            textfont=dict(size=15, color=c), marker=dict(size=18, color=c, symbol="circle",
                                                          line=dict(color="white", width=2)),
-            name=f"real feature after “{tok}” (p={pct(br['p'])})",
-            hovertext=[f"real feature of “{tok}” (target p = {pct(br['p'])})"], hoverinfo="text"))
+            name=f"● real feature after “{tok}” (p = {pct(br['p'])})",
+            hovertext=[f"real feature after “{tok}” (target p = {pct(br['p'])})"], hoverinfo="text"))
         fig.add_trace(go.Scatter(
-            x=[sx], y=[sy], mode="markers", marker=dict(size=16, color=c, symbol="diamond-open", line=dict(width=3)),
-            name=f"shifted head from (f_{esc(last)}, e({tok})): distance {br['dist_shifted']:.1f}",
-            hovertext=[f"shifted head's prediction, given the sampled token “{tok}”<br>"
-                       f"distance to the real feature: {br['dist_shifted']:.2f}"], hoverinfo="text"))
+            x=[sx], y=[sy], mode="markers", marker=dict(size=15, color=c, symbol="diamond-open", line=dict(width=3)),
+            name=f"◇ shifted head's guess from (f_{esc(last)}, e({tok}))",
+            hovertext=[f"shifted head's guess, given the sampled token “{tok}”"], hoverinfo="text"))
     fig.add_trace(go.Scatter(
         x=[ux], y=[uy], mode="markers+text", text=["<b>unshifted</b>"], textposition="bottom center",
-        textfont=dict(size=15, color=UNSHIFTED), marker=dict(size=22, color=UNSHIFTED, symbol="x"),
-        name=f"unshifted head from (f_{esc(last)}, e({esc(last)})): one guess for all, mean distance "
-             f"{rec['mean_dist_unshifted']:.1f}",
+        textfont=dict(size=15, color=UNSHIFTED), marker=dict(size=20, color=UNSHIFTED, symbol="x"),
+        name=f"✕ unshifted head's one guess for all, from (f_{esc(last)}, e({esc(last)}))",
         hovertext=["unshifted head: it does not know which token was sampled, so it makes a single "
                    "prediction for every branch"], hoverinfo="text"))
     lx, ly = rec["last_xy"]
     fig.add_trace(go.Scatter(x=[lx], y=[ly], mode="markers+text", text=[f"f({esc(last)})"],
                              textposition="bottom center", textfont=dict(size=13, color="#777"),
-                             marker=dict(size=12, color="#bbb", symbol="square"),
-                             name=f"the feature of “{esc(last)}” itself", hoverinfo="name"))
+                             marker=dict(size=11, color="#bbb", symbol="square"),
+                             name=f"■ the feature of “{esc(last)}” itself", hoverinfo="name"))
     ev = rec["explained_variance"]
-    base_layout(fig, f"Mean distance to the real feature:<br>shifted {rec['mean_dist_shifted']:.1f} · "
-                     f"unshifted {rec['mean_dist_unshifted']:.1f}",
-                height=height, legend=dict(orientation="v", y=-0.17, x=0, yanchor="top", font=dict(size=13)))
+    base_layout(fig, "Where each head's predicted feature lands", height=height,
+                legend=dict(orientation="v", y=-0.17, x=0, yanchor="top", font=dict(size=13)))
     fit = rec.get("pca_fit", "the features shown")
     fig.update_xaxes(title=f"PC 1 ({100 * ev[0]:.0f}% of the variance of the {fit})", gridcolor="#eee",
-                     zeroline=False)
-    fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x")
-    fig.update_layout(margin=dict(l=60, r=20, t=80, b=20), height=height + 30 * len(rec["branches"]))
+                     zeroline=False, title_font=dict(size=13))
+    fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x",
+                     title_font=dict(size=13))
+    fig.update_layout(margin=dict(l=60, r=20, t=60, b=20), height=height + 44 * len(rec["branches"]))
     return fig
 
 
-def ambiguity_dist_figure(rec, height_per_branch: int = 230) -> go.Figure:
-    """Per branch: the target's real next-token distribution vs what each head's prediction yields."""
+def ambiguity_dist_figure(rec, height_per_branch: int = 240, eagle3: bool = False) -> go.Figure:
+    """Per branch: the target's next-token distribution and each head's draft over the same tokens, the target's
+    next token first (bold); each panel's title gives the measure for that branch."""
     rec = as_dict(rec)
     if not rec:
         return empty_figure("")
     brs = rec["branches"]
-    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.5 / len(brs),
-                        subplot_titles=[f"after “…{esc(rec['prefix'][-20:])}<b>{esc(b['text'])}</b>” "
-                                        f"(branch p = {pct(b['p'])})" for b in brs])
+    m = {b["text"]: b for b in ambiguity_moves(rec, eagle3)["branches"]}
+    heads = _heads(rec, eagle3)
+    titles = []
+    for b in brs:
+        mb = m.get(b["text"])
+        pre = rec["prefix"] if len(rec["prefix"]) <= 14 else "…" + rec["prefix"][-13:]
+        head = f"after “{esc(pre)}<b>{esc(show_token(b['text']))}</b>”"
+        if mb:
+            q = " · ".join(f"{HEADS[h][0].split()[0]} {share(mb['q'][h])}" for h in heads)
+            head += f" → “{esc(show_token(mb['next_text']))}”<br>{q}"
+        titles.append(head)
+    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.6 / len(brs), subplot_titles=titles)
+    keys = {"shifted": "vocab_shifted", "unshifted": "vocab_unshifted", "eagle3": "vocab_eagle3"}
     for r, br in enumerate(brs, start=1):
-        xs = [show_token(t["text"]) for t in br["vocab"]]
+        order = sorted(range(len(br["vocab"])), key=lambda k: -br["vocab"][k]["prob"])[:6]
+        xs = [esc(show_token(br["vocab"][k]["text"])) for k in order]
+        xs[0] = f"<b>{xs[0]}</b>"
         first = r == 1
-        fig.add_trace(go.Bar(x=xs, y=[t["prob"] for t in br["vocab"]], name="target (real)", marker_color=TARGET_P,
-                             showlegend=first, legendgroup="t"), row=r, col=1)
-        fig.add_trace(go.Bar(x=xs, y=br["vocab_shifted"], name="shifted head (knows the token)",
-                             marker_color=DRAFT_Q, showlegend=first, legendgroup="s"), row=r, col=1)
-        fig.add_trace(go.Bar(x=xs, y=br["vocab_unshifted"], name="unshifted head (same for all branches)",
-                             marker_color="#555", showlegend=first, legendgroup="u"), row=r, col=1)
-        if br.get("vocab_eagle3"):   # an EAGLE-3 head's drafts (its own LM head; shifted, fused features)
-            fig.add_trace(go.Bar(x=xs, y=br["vocab_eagle3"], name="EAGLE-3 head (fused features)",
-                                 marker_color="#E69F00", marker_pattern_shape="x", showlegend=first,
-                                 legendgroup="e3"), row=r, col=1)
+        fig.add_trace(go.Bar(x=xs, y=[br["vocab"][k]["prob"] for k in order], name="target (real)",
+                             marker_color=TARGET_P, showlegend=first, legendgroup="t"), row=r, col=1)
+        for h in heads:
+            name, colour, pattern = HEADS[h]
+            label = {"shifted": "shifted head (knows the token)",
+                     "unshifted": "unshifted head (same for all branches)",
+                     "eagle3": "EAGLE-3 head (fused features)"}[h]
+            fig.add_trace(go.Bar(x=xs, y=[br[keys[h]][k] for k in order], name=label,
+                                 marker=dict(color=colour, pattern_shape=pattern), showlegend=first,
+                                 legendgroup=h), row=r, col=1)
     fig.update_yaxes(range=[0, 1], tickformat=".0%", gridcolor="#eee")
     fig.update_xaxes(tickfont=dict(size=13))
     fig.update_layout(barmode="group")
-    base_layout(fig, "Next-token distribution: real vs each head's prediction", height=140 + height_per_branch * len(brs),
+    base_layout(fig, "What each head drafts after each branch", height=150 + height_per_branch * len(brs),
                 legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=13)))
-    fig.update_layout(margin=dict(l=50, r=10, t=80, b=90))
+    fig.update_layout(margin=dict(l=50, r=10, t=70, b=90))
     for a in fig.layout.annotations:
-        a.font = dict(size=14)
+        a.font = dict(size=13)
     return fig
 
 
+def ambiguity_payoff_figure(rec, eagle3: bool = False) -> go.Figure:
+    """Tokens per EAGLE cycle (the mean accepted length) per branch and over all branches, one bar per head."""
+    t = payoff_totals(rec, eagle3)
+    if not t:
+        return empty_figure("No payoff measured for this record: press Compute", height=220)
+    heads = [h for h in t["heads"]]
+    cats = ["all branches"] + [f"after “{show_token(x)}”" for x in t["branches"]]
+    fig = go.Figure()
+    for h in reversed(heads):          # horizontal bars list the first trace at the bottom
+        name, colour, pattern = HEADS[h]
+        vals = [t[h]["tau"]] + t[h]["per_branch"]
+        cyc = [t[h]["cycles"]] + t[h]["cycles_per_branch"]
+        fig.add_trace(go.Bar(
+            y=cats, x=vals, orientation="h", name=name, marker=dict(color=colour, pattern_shape=pattern),
+            text=[f"{v:.2f}" for v in vals], textposition="outside", cliponaxis=False,
+            hovertext=[f"{name}: {v:.2f} tokens per cycle ({c} cycles)" for v, c in zip(vals, cyc)],
+            hoverinfo="text"))
+    top = max(max([t[h]["tau"]] + t[h]["per_branch"]) for h in heads)
+    fig.add_vline(x=1, line=dict(color="#999", dash="dash", width=1.5))
+    fig.add_annotation(x=1, y=1, yref="paper", text="plain decoding: 1", showarrow=False, xanchor="left",
+                       yanchor="bottom", font=dict(size=12, color="#666"))
+    base_layout(fig, "Tokens per EAGLE cycle, T = 0", height=150 + 34 * len(heads) * len(cats),
+                legend=dict(orientation="h", y=-0.12, yanchor="top", x=0, font=dict(size=13), traceorder="reversed"))
+    fig.update_layout(barmode="group", margin=dict(l=10, r=30, t=70, b=40), bargap=0.25)
+    fig.update_xaxes(range=[0, top * 1.18 + 0.2], gridcolor="#eee", title="tokens per cycle (mean accepted length)",
+                     title_font=dict(size=13))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- the text
 def head_name(path: str) -> str:
     """A head's name for the page (its folder's name, or a hub id), never a server path."""
     p = str(path or "").rstrip("/")
@@ -108,94 +264,59 @@ def head_name(path: str) -> str:
     return parts[-1]
 
 
-def ambiguity_html(rec) -> str:
+def ambiguity_html(rec, eagle3: bool = False) -> str:
+    """The text under the figures: the measure, branch by branch in a table (with each branch's payoff), and where
+    the numbers come from."""
     rec = as_dict(rec)
     if not rec:
         return ""
-    brs = rec["branches"]
-
-    def nearest(i):  # the branch whose real feature a prediction is nearest to, in the full feature space
-        return esc(show_token(brs[i]["text"])) if 0 <= i < len(brs) else "–"
-
-    rows = "".join(
-        f"<tr><td><b>{esc(show_token(b['text']))}</b></td><td>{pct(b['p'])}</td>"
-        f"<td>{b['dist_shifted']:.2f}</td><td>{b['dist_unshifted']:.2f}</td>"
-        f"<td>{b['cos_shifted']:.2f}</td><td>{b['cos_unshifted']:.2f}</td>"
-        f"<td>{nearest(b.get('nearest_branch', -1))}{' ✓' if b.get('nearest_branch', -1) == i else ''}</td></tr>"
-        for i, b in enumerate(brs))
-    toks = " · ".join(esc(show_token(t)) for t in rec["prefix_tokens"])
-    note = f"<p class='el-note'>{esc(rec['note'])}</p>" if rec.get("note") else ""
-    ds, du = rec["mean_dist_shifted"], rec["mean_dist_unshifted"]
-    if ds < 0.9 * du:
-        verdict = (f"<p><b>Knowing the sampled token helps:</b> the shifted head's predictions are on average "
-                   f"{du / max(ds, 1e-9):.1f}× closer to the real branch features than the unshifted head's single "
-                   f"guess ({ds:.2f} vs {du:.2f}).</p>")
-    else:
-        verdict = (f"<p>Here the shifted head is not clearly closer ({ds:.2f} vs {du:.2f}); "
-                   f"with an untrained (random) head neither prediction means anything.</p>")
-    if brs and all(b.get("nearest_branch", -1) >= 0 for b in brs):
-        hits = sum(b["nearest_branch"] == i for i, b in enumerate(brs))
-        verdict += (f"<p>In the full feature space, <b>{hits} of {len(brs)}</b> shifted predictions lie nearest to "
-                    f"their own branch's real feature (a 2-D projection can hide this); the unshifted guess, one for "
-                    f"all, lies nearest to “{nearest(rec.get('unshifted_nearest', -1))}”.</p>")
-    note = verdict + drafts_sentence(rec) + note
+    m = ambiguity_moves(rec, eagle3)
+    t = payoff_totals(rec, eagle3)
+    heads = _heads(rec, eagle3)
+    tok = lambda x: esc(show_token(x))   # noqa: E731
+    parts = []
+    if m["n"]:
+        parts.append(f"<p><b>The measure</b> ({MEASURE}): {esc(measure_sentence(m))}.")
+        if "eagle3" in heads:
+            k3 = sum(b["q"]["eagle3"] > b["q"]["unshifted"] for b in m["branches"])
+            parts[-1] += (f" The EAGLE-3 head gives it {share(m['mean']['eagle3'])} on average, more than the "
+                          f"unshifted head after {k3} of {m['n']}.")
+            if m["mean"]["eagle3"] < m["mean"]["shifted"] and rec.get("context", "plain text") == "plain text":
+                parts[-1] += (" Both the shifted and the EAGLE-3 head learned from chat replies only: tick “as the "
+                              "start of the assistant's reply” to compare them where they were trained.")
+        parts[-1] += "</p>"
+    if t:
+        parts.append(f"<p><b>In tokens:</b> {esc(payoff_sentence(t))}" +
+                     (f"; the EAGLE-3 head's {t['eagle3']['tau']:.2f}" if "eagle3" in t["heads"] else "") +
+                     ". A cycle keeps the drafted tokens the target accepts plus one token of its own, so 1.00 is "
+                     "plain decoding.</p>")
+    hdr = "".join(f"<th>{HEADS[h][0]}</th>" for h in heads)
+    pay_heads = [h for h in (t.get("heads") or []) if h in heads]
+    pay_hdr = "".join(f"<th>{HEADS[h][0]}</th>" for h in pay_heads)
+    rows = []
+    for i, b in enumerate(m["branches"]):
+        glyph = "▲ higher" if b["higher"] else "▼ not higher"
+        qs = "".join(f"<td>{share(b['q'][h])}</td>" for h in heads)
+        pay = "".join(f"<td>{t[h]['per_branch'][i]:.2f}</td>" for h in pay_heads) if t and i < len(
+            t["branches"]) and t["branches"][i] == b["text"] else "<td>–</td>" * len(pay_heads)
+        rows.append(f"<tr><td><b>{tok(b['text'])}</b></td><td>{pct(b['p'])}</td><td><b>{tok(b['next_text'])}</b> "
+                    f"({pct(b['next_p'])})</td>{qs}<td>{glyph}</td>{pay}</tr>")
+    table = ""
+    if rows:
+        table = ("<div style='overflow-x:auto'><table class='el-table'>"
+                 f"<tr><th rowspan='2'>branch t</th><th rowspan='2'>target p of t</th>"
+                 f"<th rowspan='2'>target's next token</th><th colspan='{len(heads)}'>{MEASURE}</th>"
+                 f"<th rowspan='2'>shifted vs unshifted</th>"
+                 + (f"<th colspan='{len(pay_heads)}'>tokens per cycle</th>" if pay_heads else "") + "</tr>"
+                 f"<tr>{hdr}{pay_hdr}</tr>" + "".join(rows) + "</table></div>")
+    toks = " · ".join(tok(x) for x in rec["prefix_tokens"])
     ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
-    return (f"{note}<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: shifted <code>{esc(head_name(rec['shifted_head']))}"
-            f"</code>, unshifted <code>{esc(head_name(rec['unshifted_head']))}</code>.</p>"
-            "<table class='el-table'><tr><th>branch t</th><th>target p</th><th>distance shifted</th>"
-            "<th>distance unshifted</th><th>cosine shifted</th><th>cosine unshifted</th>"
-            "<th>shifted prediction nearest to</th></tr>" + rows + "</table>")
-
-
-def first_draft_hits(rec) -> dict:
-    """{head: branches on which its most likely next token is the target's} for the heads the record carries."""
-    brs = (as_dict(rec) or {}).get("branches") or []
-    keys = (("shifted", "shifted_next"), ("unshifted", "unshifted_next"), ("eagle3", "eagle3_next"))
-    out = {}
-    for name, key in keys:
-        if brs and all(b.get(key) and b.get("target_next") for b in brs):
-            out[name] = sum(b[key][0]["token_id"] == b["target_next"][0]["token_id"] for b in brs)
-    return out
-
-
-def drafts_sentence(rec) -> str:
-    """One computed sentence: how often each head's first draft is the target's next token, and (where the EAGLE-3
-    head falls behind on plain text) where the heads were trained."""
-    rec = as_dict(rec) or {}
-    hits, n = first_draft_hits(rec), len(rec.get("branches") or [])
-    if "shifted" not in hits or "unshifted" not in hits:
-        return ""
-    parts = [f"the shifted head's on <b>{hits['shifted']} of {n}</b> branches",
-             f"the unshifted head's on {hits['unshifted']}"]
-    if "eagle3" in hits:
-        parts.append(f"the EAGLE-3 head's on {hits['eagle3']}")
-    text = "<p><b>What they would draft:</b> the most likely next token is the target's own for " + \
-        ", ".join(parts[:-1]) + " and " + parts[-1] + "."
-    if "eagle3" in hits and hits["eagle3"] < hits["shifted"] and rec.get("context", "plain text") == "plain text":
-        text += (" The shifted head and the EAGLE-3 head both learned from chat conversations only (replies after "
-                 "the chat template); on plain text the EAGLE-3 head strays further from the target: tick “as the "
-                 "start of the assistant's reply” to compare them where they were trained.")
-    return text + "</p>"
-
-
-def ambiguity_moves(rec) -> dict:
-    """What the figure of the walkthrough's step 5 shows, measured from the record (full feature space, not the
-    2-D plane): per branch, the share of the unshifted guess's distance to the branch's real feature that the
-    shifted guess closes (1 - d_shifted / d_unshifted), whether the shifted guess lies nearest its own branch, and
-    what each guess gives the target's favourite next token."""
-    rec = as_dict(rec) or {}
-    out = []
-    for i, b in enumerate(rec.get("branches") or []):
-        du, ds = b["dist_unshifted"], b["dist_shifted"]
-        top = max(range(len(b["vocab"])), key=lambda k: b["vocab"][k]["prob"]) if b.get("vocab") else None
-        out.append(dict(text=b["text"], p=b["p"], closed=1 - ds / du if du > 0 else 0.0, d_shifted=ds,
-                        d_unshifted=du, own=b.get("nearest_branch", -1) == i,
-                        next_text=b["vocab"][top]["text"] if top is not None else None,
-                        next_p=b["vocab"][top]["prob"] if top is not None else None,
-                        next_shifted=b["vocab_shifted"][top] if top is not None else None,
-                        next_unshifted=b["vocab_unshifted"][top] if top is not None else None))
-    return {"branches": out, "mean_shifted": rec.get("mean_dist_shifted"),
-            "mean_unshifted": rec.get("mean_dist_unshifted")}
+    names = (f"shifted <code>{esc(head_name(rec['shifted_head']))}</code>, unshifted "
+             f"<code>{esc(head_name(rec['unshifted_head']))}</code>")
+    if "eagle3" in heads and rec.get("eagle3_head"):
+        names += f", EAGLE-3 <code>{esc(head_name(rec['eagle3_head']))}</code>"
+    note = f"<p class='el-note'>{esc(rec['note'])}</p>" if rec.get("note") else ""
+    return ("".join(parts) + table + f"<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: {names}.</p>" + note)
 
 
 def ambiguity_walk_figure(rec, k: int = 4, plane_height: int = 330, bars_height: int = 210) -> go.Figure:
@@ -235,8 +356,7 @@ def ambiguity_walk_figure(rec, k: int = 4, plane_height: int = 330, bars_height:
                                  marker=dict(size=14, color=c, symbol="diamond-open", line=dict(width=3)),
                                  name="shifted head's guess (knows the token)", legendgroup="sh",
                                  showlegend=b == 0, hoverinfo="text",
-                                 hovertext=[f"shifted guess for “{tok}”: distance {br['dist_shifted']:.1f} "
-                                            f"(unshifted {br['dist_unshifted']:.1f})"]), row=1, col=1)
+                                 hovertext=[f"shifted guess, given the sampled token “{tok}”"]), row=1, col=1)
     fig.add_trace(go.Scatter(x=[ux], y=[uy], mode="markers", marker=dict(size=18, color=UNSHIFTED, symbol="x"),
                              name=f"unshifted head's one guess, from (f_{last}, e({last}))", hoverinfo="name"),
                   row=1, col=1)

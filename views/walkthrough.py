@@ -249,25 +249,20 @@ def with_draw_legend(fig, rec):
 
 
 def ambiguity_note(amb) -> str:
-    """Step 5's figure in words, measured from the record: how far each shifted guess moves toward its branch's
-    real feature (in the full feature space) and what the bars show about the target's favourite next token."""
-    m = ambiguity_moves(amb)
-    brs = m["branches"]
-    if not brs:
+    """Step 5's figure in words: the "How can I" tab's one measure, from the record (views/ambiguity.py): the draft
+    probability each head's guess gives the target's next token after each branch, and the payoff in tokens (real
+    EAGLE cycles with each head) when the record carries it."""
+    from .ambiguity import measure_sentence, payoff_sentence, payoff_totals, share
+    m = ambiguity_moves(amb, eagle3=False)
+    if not m["n"]:
         return ""
     tok = lambda t: esc(show_token(t, 16))   # noqa: E731
-    moves = ", ".join(f"{100 * b['closed']:.0f}% (“{tok(b['text'])}”)" for b in brs)
-    own = sum(b["own"] for b in brs)
-    out = [f"Measured in the full feature space: knowing the sampled token closes {moves} of the unshifted guess's "
-           f"distance to each branch's real feature (mean distance {m['mean_unshifted']:.1f} → "
-           f"{m['mean_shifted']:.1f}): a partial move, not all the way; {own} of {len(brs)} shifted guesses lie "
-           f"nearer their own branch than any other."]
-    bars = [b for b in brs if b["next_p"] is not None]
-    if bars:
-        best = max(bars, key=lambda b: b["next_shifted"] - b["next_unshifted"])
-        more = sum(b["next_shifted"] > b["next_unshifted"] for b in bars)
-        out.append(f"In the bars, after “{tok(best['text'])}” the target says “{tok(best['next_text'])}” next with "
-                   f"{pct(best['next_p'])}: the shifted guess drafts it with {pct(best['next_shifted'])}, the "
-                   f"unshifted one with {pct(best['next_unshifted'])}; the shifted guess gives the target's "
-                   f"favourite next token more probability after {more} of {len(bars)} branches.")
+    best = max(m["branches"], key=lambda b: b["q"]["shifted"] - b["q"]["unshifted"])
+    out = [f"How far the move gets it, measured in what each guess drafts: {esc(measure_sentence(m))}.",
+           f"In the bars, after “{tok(best['text'])}” the target says “{tok(best['next_text'])}” next: the shifted "
+           f"guess drafts it with {share(best['q']['shifted'])}, the unshifted one with "
+           f"{share(best['q']['unshifted'])}."]
+    t = payoff_totals(amb, eagle3=False)
+    if t:
+        out.append(f"In tokens: {esc(payoff_sentence(t))}.")
     return " ".join(out)

@@ -72,6 +72,10 @@ class AmbiguityRecord:
     context: str = "plain text"           # or the chat template (the prefix starts the assistant's reply)
     note: str = ""
     eagle3_head: str = ""                 # the EAGLE-3 head whose drafts the branches carry ("" = none)
+    token_ids: list[int] = field(default_factory=list)    # the prefix as the target read it (chat template included)
+    # what the shifted token buys in tokens: real EAGLE cycles continuing each branch, per head
+    # (branch_payoff.Payoff as a dict; empty until measured)
+    payoff: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -239,7 +243,7 @@ def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How c
     B = len(fs.branch_ids)
     branches = [_branch(fs, b, proj, cross, un_dist, k, text) for b in range(B)]
     return AmbiguityRecord(
-        prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]),
+        prefix=prefix, prefix_tokens=[text(t) for t in ids[start:]], last_token=text(ids[-1]), token_ids=list(ids),
         shifted_head=str(getattr(shifted_head, "path", "shifted")),
         unshifted_head=str(getattr(unshifted_head, "path", "unshifted")), branches=branches,
         eagle3_head=str(getattr(eagle3_head, "path", "eagle3")) if eagle3_head is not None else "",
