@@ -18,7 +18,7 @@ from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_TOKENS, commit
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.rounds import cycle_turn
 from eagle_core.serving.turns import CANCELLED, queue_note
-from views.beats import beat_caption, beat_count, beat_figure
+from views.beats import beat_caption, beat_count, beat_figure, plain_step
 
 from .common import EXAMPLES, PRESETS, DEFAULT_PRESET, SETTING_NAMES, TRACE, Settings, kept_note, limit_slider, \
     normalise, shown, trace_name, unexpected
@@ -407,6 +407,13 @@ class LensTab:
         return {getattr(self, k): gr.update(interactive=v) for k, v in control_states(shape, tree_kind).items()}
 
     # ------------------------------------------------------------------------- Play (no model work)
+    @staticmethod
+    def play_plain(state) -> dict | None:
+        """The measured plain step the time bar compares a cycle with: a recorded run's own plain run, or a live
+        page's last Race (same server, same target); None before a live page has raced (the bar says so)."""
+        recs = shown(state, "plain") if state.get("source") == "trace" else state.get("plain")
+        return plain_step(recs)
+
     async def on_play(self, state, cycle, request: gr.Request = None):
         """The shown cycle in beats (it replays the record): draft level by level, verify, accept. Asynchronous:
         between beats it waits on the event loop, holding no worker thread (at most PLAY_LIMIT play at once)."""
@@ -424,12 +431,13 @@ class LensTab:
             return
         flag.set()
         n = beat_count(rec)
+        plain = self.play_plain(state)
         start = state.get("beat") if isinstance(state.get("beat"), int) and state["beat"] < n - 1 else -1
         for b in range(start + 1, n):
             if not flag.is_set():
                 return
             state["beat"] = b
-            fig = await anyio.to_thread.run_sync(beat_figure, rec, b)    # drawing: a worker for just that
+            fig = await anyio.to_thread.run_sync(lambda b=b: beat_figure(rec, b, plain=plain))   # a worker for it
             yield {self.tree: fig, self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
             if b < n - 1:
                 await asyncio.sleep(BEAT_SECONDS)
@@ -456,7 +464,8 @@ class LensTab:
         cur = state.get("beat") if isinstance(state.get("beat"), int) else n - 1
         b = max(0, min(n - 1, cur + delta))
         state["beat"] = b
-        return {self.tree: beat_figure(rec, b), self.beat_md: f"**{beat_caption(rec, b)}**", self.state: state}
+        return {self.tree: beat_figure(rec, b, plain=self.play_plain(state)), self.beat_md: f"**{beat_caption(rec, b)}**",
+                self.state: state}
 
     # ------------------------------------------------------------------------- wiring
     def wire(self, demo, model_kw: dict):

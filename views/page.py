@@ -62,6 +62,7 @@ PAGE_SCRIPTS = ("lens.js",            # the Lens tab's linked views: tree <-> te
                 "fit_plan.js",        #   the first update, computed before drawing
                 "fit_settle.js",      #   the margins grown from the drawn text boxes
                 "fit.js",             #   fit a figure; the Plotly.react wrapper
+                "beats.js",           # Play's beats animate (their transitions ride in the figures)
                 "start.js")           # follow the page's changes; hook and fit the first screen
 
 
