@@ -77,7 +77,53 @@ def tiny_target(real_tokenizer):
     return load_target(model=tiny_llama(), tokenizer=real_tokenizer, device="cpu")
 
 
-def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain=1.0, kernels=None):
+def llama_permute(w, n_head: int, n_head_kv: int):
+    """llama.cpp's convert_hf_to_gguf permutation of a q/k weight (each head's rotary halves interleaved)."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def quantize_to_gguf(model, path: str) -> str:
+    """Write `model`'s linear layers as a llama.cpp-style GGUF (Q4_1 layers, q/k permuted as convert_hf_to_gguf
+    does; the tied embedding Q8_0), then give the model the weights transformers would load from it (the
+    reference dequantization, q/k permuted back by transformers' own code). Returns `path`: the GGUF of the model
+    as it now is, for load_target(gguf_file=...)."""
+    import gguf
+    import numpy as np
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+    cfg = model.config
+    heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    unpermute = LlamaTensorProcessor(config={})._reverse_permute_weights
+    writer = gguf.GGUFWriter(path, "llama")
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}
+    layers = [(f"blk.{i}.{g}.weight", layer.get_submodule(h), g) for i, layer in enumerate(model.model.layers)
+              for h, g in names.items()]
+    layers.append(("token_embd.weight", model.model.embed_tokens, "embd"))
+    with torch.no_grad():
+        for name, mod, g in layers:
+            w = mod.weight.detach().float().numpy()
+            n_kv = heads if g == "attn_q" else kv
+            if g in ("attn_q", "attn_k"):
+                w = llama_permute(w, heads, n_kv)
+            qtype = gguf.GGMLQuantizationType.Q8_0 if g == "embd" else gguf.GGMLQuantizationType.Q4_1
+            blocks = gguf.quants.quantize(np.ascontiguousarray(w), qtype)
+            writer.add_tensor(name, blocks, raw_dtype=qtype)
+            deq = gguf.quants.dequantize(blocks, qtype)
+            if g in ("attn_q", "attn_k"):
+                deq = unpermute(deq, heads, n_kv)
+            mod.weight.copy_(torch.from_numpy(np.ascontiguousarray(deq)))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain=1.0, kernels=None,
+                gguf_dir: str | None = None):
     """A target whose next token depends only on the current one, and a head that computes it exactly.
 
     Target: one Llama layer with its attention output zeroed, so h_j = e_j + MLP(norm(e_j)) and the feature is
@@ -86,6 +132,8 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
     argmax. A shifted head therefore drafts the target's greedy continuation exactly (full-depth acceptance).
     head_gain != 1 scales the embedding the head selects: the same ranking mostly, a sharper or flatter q.
     kernels: the target's CPU kernel plan (cpu_kernels.MODES), e.g. "bf16" for the bf16 numerical model.
+    gguf_dir: quantize the target to a Q4_1 GGUF there first (quantize_to_gguf): its weights become the
+    dequantized ones, and kernels="q4" runs the GGUF's blocks.
     """
     model = tiny_llama(vocab_size=vocab_size, layers=1, seed=seed, eos_token_id=None if vocab_size < 100 else 2)
     with torch.no_grad():
@@ -93,7 +141,8 @@ def oracle_pair(tokenizer, seed=1, vocab_size=49152, embed_scale=20.0, head_gain
         layer.self_attn.o_proj.weight.zero_()
         model.model.norm.weight.fill_(1.0)
         model.model.embed_tokens.weight.mul_(embed_scale)   # sharper distributions: fewer near-ties, long runs
-    target = load_target(model=model, tokenizer=tokenizer, device="cpu", kernels=kernels)
+    path = quantize_to_gguf(model, os.path.join(gguf_dir, "target.gguf")) if gguf_dir else None
+    target = load_target(model=model, tokenizer=tokenizer, device="cpu", kernels=kernels, gguf_file=path)
     head = oracle_head(target, layer, head_gain)
     head.path = "oracle"
     return target, head
@@ -137,6 +186,14 @@ def oracle_bf16(real_tokenizer):
     skip_without_bf16()
     target, head = oracle_pair(real_tokenizer, kernels="bf16")
     assert target.numerics == "bf16-linear"
+    return target, head
+
+
+@pytest.fixture(scope="session")
+def oracle_q4(real_tokenizer, tmp_path_factory):
+    """The oracle pair with the target quantized to a Q4_1 GGUF and run on its blocks (the "q4" numerical model)."""
+    target, head = oracle_pair(real_tokenizer, kernels="q4", gguf_dir=str(tmp_path_factory.mktemp("q4")))
+    assert target.numerics == "gguf-blocks", target.kernel_plan
     return target, head
 
 

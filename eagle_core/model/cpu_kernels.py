@@ -47,9 +47,18 @@ packed fp32 kernel at every row count, which is row-independent too. PyTorch's C
 fp32 output (`aten::mm.dtype` is CUDA-only here), which would give the LM head both. Attention stays fp32
 arithmetic but is summed in float64 over a float64 KV cache (model/attention.py), for the same reason.
 
+A third model where the target is a GGUF: "q4" (gguf_blocks.py). Its linear layers run on the file's own Q4_1
+blocks (the tied LM head on its Q8_0 embedding), whose weights are the reference dequantization bit for bit, the
+weights transformers loads; inputs and sums are fp32. So it is the fp32 model of the dequantized checkpoint in
+another summation order (one-token steps and trees of up to MAX_VERIFY_ROWS rows on the block kernel, prefills on
+the packed fp32 kernel), reading ~96 MB per pass instead of ~540. The block kernel is row-independent by
+construction (each output the same operations whatever shares the call, threads split outputs, never sums), and
+probed like the others. Forced by kernels="q4"; timed against fp32/bf16 in the automatic plan only where the loader
+attached blocks (target.Q4_IN_AUTO).
+
 `plan_kernels` times whole passes at load (~2 s for SmolLM2): bf16 is chosen when its one-token pass is no
 slower than fp32's (within 5%) and its passes over all probed row counts cost less in sum; a CPU without fast
-bf16 (AVX2-only AMD EPYC, say) keeps fp32. EAGLE_LENS_CPU_KERNELS=auto|fp32|bf16|plain|packed|exact forces one
+bf16 (AVX2-only AMD EPYC, say) keeps fp32. EAGLE_LENS_CPU_KERNELS=auto|fp32|bf16|plain|packed|exact|q4 forces one
 (fp32 = the fp32 kernels timed per row count). `stock_kernels()` runs the model exactly as stock transformers would
 (fp32 F.linear): the benchmark's `hf-greedy` and the fp32 reference of divergence reports.
 """
@@ -61,16 +70,17 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .planned_linear import (BF16, KERNEL_NAMES, MAX_TABLE, PACKED, PLAIN, ROWWISE, PlannedLinear, RowGuard,
+from .attention import MAX_VERIFY_ROWS
+from .planned_linear import (BF16, GGUF, KERNEL_NAMES, MAX_TABLE, PACKED, PLAIN, ROWWISE, PlannedLinear, RowGuard,
                              model_rows_dependence, packed_linear, rows_dependence, shared_input_linears,
                              stock_kernels)
 
-__all__ = ["BF16", "KERNEL_NAMES", "MAX_TABLE", "PACKED", "PLAIN", "ROWWISE", "PlannedLinear", "rows_dependence",
+__all__ = ["BF16", "GGUF", "KERNEL_NAMES", "MAX_TABLE", "PACKED", "PLAIN", "ROWWISE", "PlannedLinear", "rows_dependence",
            "shared_input_linears", "stock_kernels", "plan_kernels", "pack_cpu_linears", "describe", "set_kernel",
            "kernel_tables", "bf16_kernels_available", "choice_table", "choose_precision", "time_model"]
 
 PROBE_ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 26, 32)   # row counts timed; others take the choice of the next lower
-MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact")
+MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")
 BF16_ONE_ROW_SLACK = 1.05   # bf16 is taken only if its one-token pass is at most this much slower than fp32's
 
 
@@ -192,6 +202,16 @@ def choose_precision(timings: dict[int, tuple]) -> str:
     return "bf16" if sum(bf16.values()) < sum(fp32.values()) else "fp32"
 
 
+def choose_q4(chosen: dict[int, float], q4: dict[int, float]) -> bool:
+    """Whether the q4 plan (GGUF block kernels) replaces the plan otherwise chosen, from whole-pass seconds by row
+    count: as for bf16, its one-token pass no slower (within BF16_ONE_ROW_SLACK) and all probed passes together
+    cheaper."""
+    if not q4 or set(q4) != set(chosen):
+        return False
+    one = min(q4)
+    return q4[one] <= chosen[one] * BF16_ONE_ROW_SLACK and sum(q4.values()) < sum(chosen.values())
+
+
 def time_model(run, rows_list, tables: list[list[int]], kernels=(PLAIN, PACKED), reps: int = 3,
                fixed: list[tuple[list[int], list[int]]] = ()) -> dict[int, tuple]:
     """{rows: (seconds per kernel, in `kernels` order)} of whole passes `run(rows)`, every layer of `tables`
@@ -247,7 +267,8 @@ def _groups(model, want_bf16: bool, keep: set[int], batch_hint: int) -> list[_Gr
                 continue
             if want_bf16 and mod.weight.dtype == torch.float32 and id(mod) not in keep:
                 pack_bf16_weight(mod, batch_hint)
-            key = (mod.out_features, mod.in_features, mod.weight.dtype, mod.bias is not None, id(mod) in keep)
+            key = (mod.out_features, mod.in_features, mod.weight.dtype, mod.bias is not None, id(mod) in keep,
+                   mod.gguf_blocks is not None)
             groups.setdefault(key, []).append(mod)
     return [_Group(mods, key[4]) for key, mods in groups.items()]
 
@@ -259,12 +280,45 @@ def _bf16_possible(groups: list[_Group]) -> bool:
         for g in groups for m in g.mods)
 
 
+def _q4_possible(groups: list[_Group], mode: str, plan: dict, known: dict) -> bool:
+    """Whether the q4 plan can run (mode auto or q4): some layer has GGUF blocks (attached by the target's loader:
+    gguf_blocks.attach_blocks) and the block kernel is row-independent on every such product (probed; by
+    construction it is). plan["q4_refused"] says why not, where q4 was asked for or blocks exist."""
+    if mode not in ("auto", "q4"):
+        return False
+    q4 = _q4_groups(groups)
+    if not q4:
+        if mode == "q4":
+            plan["q4_refused"] = plan.get("gguf", {}).get("why") or "no layer has GGUF blocks"
+        return False
+    for g in q4:
+        g.fill([GGUF] * MAX_TABLE)
+    why = model_rows_dependence([g.mods[0] for g in q4], known=known)
+    if why:
+        plan["q4_refused"] = f"row-dependent on this CPU ({why})"
+        return False
+    return True
+
+
 def _start_kernel(g: _Group, mode: str, bf16_ok: bool) -> int:
     """The one kernel a group runs before (or instead of) timing."""
-    k = {"plain": PLAIN, "packed": PACKED, "exact": PACKED, "bf16": BF16 if bf16_ok else PACKED}.get(mode, PLAIN)
+    k = {"plain": PLAIN, "packed": PACKED, "exact": PACKED, "q4": PACKED,
+         "bf16": BF16 if bf16_ok else PACKED}.get(mode, PLAIN)
     if k == BF16 and (g.fp32_only or g.mods[0].weight.dtype != torch.float32):
         k = PACKED
     return k
+
+
+def _q4_table(fp32_plan: list[int]) -> list[int]:
+    """The q4 plan of a layer with GGUF blocks: the block kernel at every row count a step or a tree pass can
+    have (1..MAX_VERIFY_ROWS: one kernel there keeps tree passes and steps one function), the fp32 plan above
+    (prefills: hundreds of rows, where oneDNN's GEMM is faster than a matrix-vector kernel; the two compute the
+    same weights in fp32 and differ by rounding only)."""
+    return [GGUF] * (MAX_VERIFY_ROWS + 1) + list(fp32_plan[MAX_VERIFY_ROWS + 1:])
+
+
+def _q4_groups(groups):
+    return [g for g in groups if g.mods[0].gguf_blocks is not None]
 
 
 def _bf16_tables(groups):
@@ -275,8 +329,9 @@ def _fp32_fixed(groups):
     return [(g.table, [PACKED] * MAX_TABLE) for g in groups if g.fp32_only]
 
 
-def _time_precision(run, rows_list, groups, plan: dict, bf16_ok: bool, auto: bool) -> None:
-    """Time whole passes and fill every table: fp32 per row count (plain/packed), or bf16 everywhere."""
+def _time_precision(run, rows_list, groups, plan: dict, bf16_ok: bool, auto: bool, q4_ok: bool = False) -> None:
+    """Time whole passes and fill every table: fp32 per row count (plain/packed), bf16 everywhere, or the GGUF
+    block kernel (q4) where the layers have blocks."""
     timings = time_model(run, rows_list, [g.table for g in groups])
     fp32_plan = choice_table(timings)
     precision = "fp32"
@@ -292,8 +347,18 @@ def _time_precision(run, rows_list, groups, plan: dict, bf16_ok: bool, auto: boo
             bf = time_model(run, (one,), _bf16_tables(groups), (BF16,), reps=7, fixed=_fp32_fixed(groups))[one]
             timings[one] = tuple(min(a, b) for a, b in zip(timings[one], fp + bf))
             precision = choose_precision(timings)
+    if auto and q4_ok:   # the GGUF block kernel, timed with the layers without blocks on the fp32 plan
+        q4 = time_model(run, rows_list, [g.table for g in _q4_groups(groups)], (GGUF,),
+                        fixed=[(g.table, fp32_plan) for g in groups if g.mods[0].gguf_blocks is None])
+        chosen = {r: (min(t[:2]) if precision == "fp32" else t[2]) for r, t in timings.items()}
+        if choose_q4(chosen, {r: t[0] for r, t in q4.items()}):
+            precision = "q4"
+        plan["q4_ms"] = {r: round(t[0] * 1e3, 2) for r, t in q4.items()}
     for g in groups:   # bf16: fp32-only layers on the packed kernel at every row count (row-independent)
-        g.fill(([PACKED] if g.fp32_only else [BF16]) * MAX_TABLE if precision == "bf16" else fp32_plan)
+        if precision == "q4":
+            g.fill(_q4_table(fp32_plan) if g.mods[0].gguf_blocks is not None else fp32_plan)
+        else:
+            g.fill(([PACKED] if g.fp32_only else [BF16]) * MAX_TABLE if precision == "bf16" else fp32_plan)
     plan["how"] = "model"
     plan["ms"] = {r: [round(x * 1e3, 2) for x in ts] for r, ts in timings.items()}
 
@@ -374,17 +439,22 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
         why = model_rows_dependence([g.mods[0] for g in groups], known=probed)
         if why:
             bf16_ok, plan["bf16_refused"] = False, f"row-dependent on this CPU ({why})"
+    q4_ok = _q4_possible(groups, mode, plan, probed)
     for g in groups:
         g.fill([_start_kernel(g, mode, bf16_ok)] * MAX_TABLE)
     plan["layers"] = sum(len(g.mods) for g in groups)
     if mode == "exact":
         _exact_tables(groups, plan, probed)
+    elif mode == "q4" and q4_ok:
+        for g in _q4_groups(groups):
+            g.fill(_q4_table([PACKED] * MAX_TABLE))
     elif mode in ("auto", "fp32") and groups:
         if run is not None:
-            _time_precision(run, rows_list, groups, plan, bf16_ok, mode == "auto")
+            _time_precision(run, rows_list, groups, plan, bf16_ok, mode == "auto", q4_ok and mode == "auto")
         else:
             _time_layers(groups, rows_list, plan)
-    plan["precision"] = "bf16" if any(BF16 in g.table for g in groups) else "fp32"
+    plan["precision"] = ("q4" if any(GGUF in g.table for g in groups) else
+                         "bf16" if any(BF16 in g.table for g in groups) else "fp32")
     _free_unused(groups)
     firsts = [next((r for r in range(1, MAX_TABLE) if g.table[r] == PACKED), None) for g in groups]
     known = [f for f in firsts if f is not None]
@@ -400,12 +470,12 @@ def planned_layers(model: torch.nn.Module) -> list[PlannedLinear]:
 
 
 def set_kernel(model: torch.nn.Module, kernel: str) -> None:
-    """Switch every planned layer of `model` to one kernel at every row count ('plain', 'packed', 'bf16'),
+    """Switch every planned layer of `model` to one kernel at every row count ('plain', 'packed', 'bf16', 'gguf'),
     for measuring (bench/pass_cost.py); layers lacking that kernel's weight copy keep their plan."""
     k = KERNEL_NAMES.index(kernel)
     seen = set()
     for m in planned_layers(model):
-        have = {PACKED: m.packed_weight, BF16: m.bf16_weight}.get(k, m.weight)
+        have = {PACKED: m.packed_weight, BF16: m.bf16_weight, GGUF: m.gguf_blocks}.get(k, m.weight)
         if id(m.table) in seen or have is None:
             continue
         seen.add(id(m.table))
@@ -427,11 +497,23 @@ def describe(plan: dict | None) -> str:
     if not plan or not plan.get("layers"):
         return "plain linear kernels"
     refused = f"; bf16 not taken: {plan['bf16_refused']}" if plan.get("bf16_refused") else ""
+    if plan.get("q4_refused"):
+        refused += f"; q4 not taken: {plan['q4_refused']}"
     exact = "; row-independent (probed)" if plan.get("row_independent") else ""
     if plan["mode"] == "exact":
         rows = plan.get("rowwise") or []
         return ("oneDNN-packed fp32 linear kernels everywhere" + (f", every row its own product in {', '.join(rows)}"
                                                                    if rows else "") + " (forced: exact)" + exact)
+    if plan.get("precision") == "q4":
+        g = plan.get("gguf") or {}
+        types = ", ".join(f"{n} {t}" for t, n in sorted(g.get("types", {}).items()))
+        mb = f", {g['bytes'] / 1e6:.0f} MB" if g.get("bytes") else ""
+        return (f"GGUF block kernels on the file's own weights ({types or 'blocks'}{mb}; fp32 arithmetic) up to "
+                f"{MAX_VERIFY_ROWS} rows, oneDNN-packed fp32 on the same dequantized weights above "
+                f"({'forced' if plan['mode'] == 'q4' else 'timed'})" + exact)
+    if plan["mode"] == "q4":
+        return "oneDNN-packed fp32 linear kernels everywhere (q4 was forced but not taken" + \
+            (f": {plan['q4_refused']})" if plan.get("q4_refused") else ")") + exact
     if plan["mode"] not in ("auto", "fp32"):
         what = {"bf16": "bf16 (oneDNN)"}.get(plan["mode"], plan["mode"])
         if refused:

@@ -8,6 +8,8 @@ The kernels (cpu_kernels.py says when each is chosen):
   rowwise  every row its own one-row product (a batched matmul over the rows, the weight shared): row-independent
            where the packed kernel is not (the "exact" plan; probed like the others); ~0.8 ms for 26 rows of
            SmolLM2's 576x1536 layer on the 2-core Zen 4, against ~0.05 ms for one row
+  gguf     fp32 products on the GGUF's own Q4_1 / Q8_0 blocks (`gguf_blocks`, gguf_blocks.py): the dequantized
+           weights exactly, a quarter to an eighth of the bytes; the "q4" plan
 
 A planned layer stays an nn.Linear (same `weight` and `bias` parameters, so tied weights stay tied and the draft
 reads `weight`); the packed copies are derived state: a dtype or device change drops them (`_apply`), and a copy
@@ -25,8 +27,8 @@ from torch import nn
 
 from .attention import MAX_VERIFY_ROWS
 
-PLAIN, PACKED, BF16, ROWWISE = 0, 1, 2, 3
-KERNEL_NAMES = ("plain", "packed", "bf16", "rowwise")
+PLAIN, PACKED, BF16, ROWWISE, GGUF = 0, 1, 2, 3, 4
+KERNEL_NAMES = ("plain", "packed", "bf16", "rowwise", "gguf")
 MAX_TABLE = 257           # rows >= this use the choice at 256
 
 _stock = threading.local()
@@ -57,9 +59,11 @@ class PlannedLinear(nn.Linear):
     bf16_weight: torch.Tensor | None
     bf16_bias: torch.Tensor | None
     guard: "RowGuard | None"
+    gguf_blocks: "object | None"   # gguf_blocks.Blocks: the layer's weight as the GGUF's blocks (not a plan's copy)
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device, dtype)
+        self.gguf_blocks = None
         self.unplan()
 
     @classmethod
@@ -68,6 +72,7 @@ class PlannedLinear(nn.Linear):
         weight's module, the target's `lm_head`, a caller's handle) sees the planned module."""
         if not isinstance(lin, cls):
             lin.__class__ = cls
+            lin.gguf_blocks = getattr(lin, "gguf_blocks", None)   # attached before (gguf_blocks.attach_blocks)
             lin.unplan()
         return lin
 
@@ -81,6 +86,8 @@ class PlannedLinear(nn.Linear):
         return t[rows if rows < len(t) else -1]
 
     def run_kernel(self, kernel: int, x: torch.Tensor) -> torch.Tensor:
+        if kernel == GGUF:
+            return self.gguf_blocks.linear(x, self.bias)
         if kernel == BF16:
             return packed_linear(x.to(torch.bfloat16), self.bf16_weight, self.bf16_bias).to(x.dtype)
         if kernel == PACKED:
@@ -105,11 +112,13 @@ class PlannedLinear(nn.Linear):
         out = super()._apply(fn, recurse)
         if (self.weight.dtype, self.weight.device, self.weight.data_ptr()) != before:
             self.unplan()   # the packed copies are of the old weight: plain F.linear until planned again
+            self.gguf_blocks = None
         return out
 
     def __getstate__(self):
         state = dict(self.__dict__)   # a copy is plain until planned (packed copies are not state)
-        state.update(table=[PLAIN] * MAX_TABLE, packed_weight=None, bf16_weight=None, bf16_bias=None, guard=None)
+        state.update(table=[PLAIN] * MAX_TABLE, packed_weight=None, bf16_weight=None, bf16_bias=None, guard=None,
+                     gguf_blocks=None)
         return state
 
 

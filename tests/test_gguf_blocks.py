@@ -1,0 +1,187 @@
+"""The GGUF block kernel (model/gguf_blocks.py): the weights it computes with are the reference dequantization of
+the file's Q4_1 / Q8_0 blocks bit for bit, it is row-independent, and the "q4" plan runs it with greedy identity."""
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from conftest import quantize_to_gguf, tiny_llama, tree_vs_steps
+from eagle_core.model import cpu_kernels as K
+from eagle_core.model import gguf_blocks as G
+from eagle_core.model.planned_linear import rows_dependence
+from eagle_core.model.target import EMBEDDED_GGUF, embedded_gguf_dir, load_target
+
+pytestmark = pytest.mark.skipif(G.kernel() is None, reason=f"{G.why_unavailable()}")
+
+
+def _reference(t) -> torch.Tensor:
+    """llama.cpp's reference dequantization of a reader tensor, [rows, K] fp32."""
+    return torch.from_numpy(np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type)))
+
+
+def _check_blocks_equal_reference(t):
+    kind = G.TYPES[t.tensor_type.name]
+    ref = _reference(t)
+    blocks = G.Blocks(torch.from_numpy(np.array(t.data)), kind, ref.shape[1], t.name)
+    assert torch.equal(blocks.weights(), ref), t.name
+    # and what the matmul itself computes with: the product with the identity is the weight, transposed
+    eye = torch.eye(ref.shape[1])
+    assert torch.equal(blocks.linear(eye), ref.T), t.name
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    model = tiny_llama(vocab_size=256, hidden=128, layers=2, seed=4)
+    path = quantize_to_gguf(model, str(tmp_path_factory.mktemp("gguf") / "tiny.gguf"))
+    return model, path
+
+
+def test_synthetic_gguf_blocks_equal_reference_dequantization(tiny_gguf):
+    _, path = tiny_gguf
+    tensors, meta = G.read_tensors(path)
+    assert meta["general.architecture"] == "llama"
+    assert {t.tensor_type.name for t in tensors.values()} == {"Q4_1", "Q8_0"} and len(tensors) == 15
+    for t in tensors.values():
+        _check_blocks_equal_reference(t)
+
+
+def test_blocks_attach_to_every_layer_in_its_row_order(tiny_gguf):
+    """q/k come permuted in the file (llama.cpp's rotary layout); the attached blocks are in the model's order,
+    checked against the model's own (dequantized) weights bit for bit, the tied LM head on the Q8_0 embedding."""
+    model, path = tiny_gguf
+    report = G.attach_blocks(model, path)
+    assert report["layers"] == 15 and report["types"] == {"Q4_1": 14, "Q8_0": 1} and not report["unmatched"]
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Linear):
+            assert torch.equal(mod.gguf_blocks.weights(), mod.weight), name
+    q = model.model.layers[0].self_attn.q_proj
+    assert q.gguf_blocks.source == "blk.0.attn_q.weight"
+    raw = torch.from_numpy(np.array(G.read_tensors(path)[0]["blk.0.attn_q.weight"].data))
+    assert not torch.equal(raw, q.gguf_blocks.data)        # the file's order is not the model's: it was undone
+    x = torch.randn(5, q.in_features)
+    assert torch.allclose(q.gguf_blocks.linear(x), x @ q.weight.T, atol=1e-5)
+
+
+def test_a_changed_weight_gets_no_blocks(tmp_path):
+    model = tiny_llama(vocab_size=256, hidden=64, layers=1, seed=2)
+    path = quantize_to_gguf(model, str(tmp_path / "m.gguf"))
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight[3, 5] += 1e-3
+    report = G.attach_blocks(model, path)
+    assert report["unmatched"] == ["model.layers.0.mlp.up_proj"] and report["layers"] == 7
+    assert getattr(model.model.layers[0].mlp.up_proj, "gguf_blocks", None) is None
+
+
+@pytest.mark.parametrize("kind,shape", [(G.Q4_1, (96, 160)), (G.Q8_0, (40, 64))])
+def test_block_kernel_is_row_independent(kind, shape):
+    n, k = shape
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    qtype = gguf.GGMLQuantizationType.Q4_1 if kind == G.Q4_1 else gguf.GGMLQuantizationType.Q8_0
+    blocks = G.Blocks(torch.from_numpy(gguf.quants.quantize(w, qtype)), kind, k, "random")
+    assert rows_dependence(blocks.linear, k) is None
+    x = torch.randn(7, k)
+    torch.set_num_threads(2)
+    try:
+        two = blocks.linear(x)
+    finally:
+        torch.set_num_threads(1)
+    assert torch.equal(two, blocks.linear(x))               # threads split outputs, never a sum
+
+
+def test_q4_plan_names_the_model(tiny_gguf, real_tokenizer):
+    model, path = tiny_gguf
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="q4", gguf_file=path)
+    plan = target.kernel_plan
+    assert plan["precision"] == "q4" and target.numerics == "gguf-blocks" and target.row_independent
+    assert plan["gguf"]["types"] == {"Q4_1": 14, "Q8_0": 1}
+    text = K.describe(plan)
+    assert "GGUF block kernels" in text and "row-independent (probed)" in text, text
+    layer = model.model.layers[1].mlp.down_proj
+    assert layer.kernel_for(1) == K.GGUF and layer.kernel_for(26) == K.GGUF and layer.kernel_for(200) == K.PACKED
+    ids = torch.tensor([[1, 50, 60, 70]])
+    with torch.inference_mode():
+        got, _ = target.forward(ids)
+        with K.stock_kernels():
+            ref, _ = target.forward(ids)
+    assert torch.allclose(got, ref, atol=1e-4) and not torch.equal(got, ref)   # same weights, other sum order
+
+
+def test_q4_without_a_gguf_is_refused_with_a_reason(real_tokenizer):
+    target = load_target(model=tiny_llama(vocab_size=256, hidden=64, layers=1), tokenizer=real_tokenizer,
+                         device="cpu", kernels="q4")
+    assert target.numerics == "float32" and target.kernel_plan["q4_refused"] == "no layer has GGUF blocks"
+    assert "q4 was forced but not taken: no layer has GGUF blocks" in K.describe(target.kernel_plan)
+
+
+def test_choose_q4_follows_the_timings():
+    fp32 = {1: 0.044, 4: 0.060, 16: 0.090}
+    assert K.choose_q4(fp32, {1: 0.020, 4: 0.040, 16: 0.080})
+    assert not K.choose_q4(fp32, {1: 0.050, 4: 0.030, 16: 0.040})      # one-token step slower
+    assert not K.choose_q4(fp32, {1: 0.040, 4: 0.090, 16: 0.200})      # slower in sum
+    assert not K.choose_q4(fp32, {1: 0.020})                           # not timed at every row count
+
+
+@pytest.mark.parametrize("shape", [dict(draft="chain", depth=4), dict(draft="static", tree="cpu-12"),
+                                   dict(draft="dynamic", depth=5, top_k=4, total_tokens=16)],
+                         ids=lambda s: s["draft"])
+def test_greedy_identity_q4(oracle_q4, shape):
+    """The q4 numerical model: EAGLE equals plain greedy decoding on the same kernels, token for token, and
+    plain decoding equals transformers' generate on the same planned model."""
+    from test_engine import hf_greedy, prompts, run
+    target, head = oracle_q4
+    for ids in prompts(8, seed=12):
+        ref = run(target, None, ids, draft="vanilla", max_new_tokens=32)
+        assert ref.token_ids == hf_greedy(target, ids, 32)
+        got = run(target, head, ids, max_new_tokens=32, **shape)
+        assert got.token_ids == ref.token_ids
+        assert got.tau > 2.5
+
+
+def test_q4_tree_pass_equals_one_token_steps(tmp_path, real_tokenizer):
+    """Row-independent block kernels and the float64 KV cache: a tree pass computes each chain node's logits
+    exactly as one-token steps do (bit for bit)."""
+    from eagle_core.decoding.engine import kv_cache_dtype
+    model = tiny_llama(hidden=256, layers=2, seed=3)
+    path = quantize_to_gguf(model, str(tmp_path / "wide.gguf"))
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="q4", gguf_file=path)
+    assert target.numerics == "gguf-blocks" and kv_cache_dtype(target) == torch.float64
+    chain, sibling = tree_vs_steps(target, torch.float64)
+    assert chain == [0.0] * 4
+    assert sibling > 1e-2
+
+
+@pytest.mark.model
+def test_embedded_target_blocks_equal_reference_dequantization():
+    """Every Q4_1 / Q8_0 tensor of the embedded SmolLM2 GGUF: the kernel's weights are the reference
+    dequantization bit for bit (210 Q4_1 linear layers, the Q8_0 embedding that is the tied LM head)."""
+    tensors, _ = G.read_tensors(f"{embedded_gguf_dir()}/{EMBEDDED_GGUF}")
+    assert sorted({t.tensor_type.name for t in tensors.values()}) == ["Q4_1", "Q8_0"] and len(tensors) == 211
+    for t in tensors.values():
+        kind = G.TYPES[t.tensor_type.name]
+        ref = _reference(t)
+        blocks = G.Blocks(torch.from_numpy(np.array(t.data)), kind, ref.shape[1], t.name)
+        assert torch.equal(blocks.weights(), ref), t.name
+    _check_blocks_equal_reference(tensors["blk.0.ffn_down.weight"])   # and through the matmul (one: ~1 s each)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_embedded_target_q4_greedy_identity(real_tokenizer):
+    """The embedded target on its own blocks: every layer matched (q/k unpermuted), and EAGLE with the shipped
+    head equals plain decoding on the same kernels over a few chat prompts."""
+    from eagle_core.decoding.engine import DecodeConfig, generate
+    from eagle_core.model.head import resolve_head
+    target = load_target(kernels="q4")
+    plan = target.kernel_plan
+    assert plan["gguf"]["layers"] == 211 and not plan["gguf"]["unmatched"] and target.numerics == "gguf-blocks"
+    assert target.row_independent
+    head = resolve_head("shifted", target)
+    for prompt in ("Write a haiku about the sea.", "What is the capital of France? Explain briefly.",
+                   "List three uses of a paperclip."):
+        ids = target.render_prompt(prompt)
+        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=48), ids)
+        got = generate(target, head, DecodeConfig(draft="dynamic", max_new_tokens=48), ids)
+        assert got.token_ids == ref.token_ids, prompt
