@@ -42,21 +42,32 @@ def first_level(s: Settings) -> tuple[int, str]:
 
 
 class LawPanel:
-    def __init__(self, lens):
-        self.lens = lens
+    """The panel; the Lens builds one in an accordion drawing with its own controls, the walkthrough (step 4) a
+    second one with fixed settings whose figure and note are the walkthrough's own."""
 
-    def build(self):
+    def __init__(self, lens, settings: Settings | None = None, prefix: str = "el-law", api_name: str | None = "same_law"):
+        self.lens = lens
+        self.fixed = settings         # draw with these instead of the Lens's controls
+        self.prefix, self.api_name = prefix, api_name
+
+    def build(self, accordion: bool = True, fig=None, note=None):
+        if not accordion:
+            return self.build_controls(fig, note)
         with gr.Accordion("Same law at T > 0: EAGLE's first token vs plain sampling", open=False,
-                          elem_id="el-law-acc"):
+                          elem_id=f"{self.prefix}-acc"):
             gr.Markdown(INTRO)
-            with gr.Row():
-                # a Number without gradio's own range check: the handler clamps to 100..MAX_DRAWS and says so
-                self.draws = gr.Number(value=DEFAULT_DRAWS, precision=0, label=f"Draws of each (100 to {MAX_DRAWS:,})",
-                                       elem_id="el-law-n", scale=3)
-                self.btn = gr.Button("Draw both", elem_id="el-law-btn", scale=1, min_width=110)
-            self.note = gr.Markdown("", elem_id="el-law-note")
-            self.fig = gr.Plot(empty_figure("Set a temperature above 0, then Draw both"), label="Same law",
-                               elem_id="el-law-plot")
+            return self.build_controls(fig, note)
+
+    def build_controls(self, fig=None, note=None):
+        """The number of draws and the button; the note and the figure, unless given (the walkthrough's)."""
+        with gr.Row(elem_id=f"{self.prefix}-row"):
+            # a Number without gradio's own range check: the handler clamps to 100..MAX_DRAWS and says so
+            self.draws = gr.Number(value=DEFAULT_DRAWS, precision=0, label=f"Draws of each (100 to {MAX_DRAWS:,})",
+                                   elem_id=f"{self.prefix}-n", scale=3)
+            self.btn = gr.Button("Draw both", elem_id=f"{self.prefix}-btn", scale=1, min_width=110)
+        self.note = note or gr.Markdown("", elem_id=f"{self.prefix}-note")
+        self.fig = fig or gr.Plot(empty_figure("Set a temperature above 0, then Draw both"), label="Same law",
+                                  elem_id=f"{self.prefix}-plot")
         return self
 
     def position(self, state, s: Settings, target, request) -> list[int]:
@@ -70,7 +81,7 @@ class LawPanel:
 
     def on_draw(self, state, n, *values, request: gr.Request = None):
         try:
-            s = Settings.of(*values)
+            s = self.fixed or Settings.of(*values)
             if float(s.temperature) <= 0:
                 yield {self.note: "ℹ️ At T = 0 both are the argmax, one token every time: set a temperature "
                                   "above 0 (Settings) and draw again."}
@@ -104,5 +115,6 @@ class LawPanel:
 
     def wire(self, model_kw: dict):
         lens = self.lens
-        self.btn.click(self.on_draw, [lens.state, self.draws] + lens.settings, [self.fig, self.note],
-                       api_name="same_law", **model_kw)
+        settings = [] if self.fixed else lens.settings
+        return self.btn.click(self.on_draw, [lens.state, self.draws] + settings, [self.fig, self.note],
+                              api_name=self.api_name, **model_kw)

@@ -227,7 +227,7 @@ class LensTab:
         self.click = gr.Textbox(elem_id="el-click", show_label=False, container=False)
         self.click_btn = gr.Button("select", elem_id="el-click-btn")
         self.probs = gr.Plot(first["probs"], label="Draft vs target probabilities (click a node in the tree or pick one above)")
-        with gr.Accordion("Tree attention mask", open=False):
+        with gr.Accordion("Tree attention mask", open=False) as self.mask_acc:   # the walkthrough's step 3 opens it
             self.mask = gr.Plot(first["mask"], label="Tree attention mask")
         with gr.Accordion("Statistics and the Race", open=True):
             self.stats = gr.Plot(first["stats"], label="Statistics", elem_id="el-stats")

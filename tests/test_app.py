@@ -259,9 +259,9 @@ def test_race_and_ambiguity(client):
 
 def test_walkthrough(client):
     from views.walkthrough import STEPS
-    md, fig, msg = client.predict(STEPS[4]["title"], api_name="/walk_select")
+    md, fig, msg, *_ = client.predict(STEPS[4]["title"], api_name="/walk_select")
     assert "shifted" in md
-    fig, msg = client.predict(STEPS[1]["title"], api_name="/walk_live")
+    fig, msg, _ = client.predict(STEPS[1]["title"], api_name="/walk_live")
     assert msg.startswith("Live") and "accepted path" in trace_names(fig)
 
 
@@ -301,9 +301,10 @@ def test_walkthrough_settings_open_in_lens(client):
     out = client.predict(STEPS[6]["title"], api_name="/walk_apply")
     assert out[2] > 0 and out[5] == "Tree"       # step 7: temperature > 0 (outputs: the Lens settings in order)
     out = client.predict(STEPS[5]["title"], api_name="/walk_apply")
-    assert out[5] == "Tree" and out[7] == DEFAULT_PRESET   # step 6 shows a tree cycle; Lens gets the same tree
-    md, fig, msg = client.predict(STEPS[5]["title"], api_name="/walk_select")
-    assert DEFAULT_PRESET in md                             # the settings named are those used
+    assert out[5] == "Chain"        # step 6's figure is the tree (recorded): the Lens gets the chain beside it
+    md, fig, msg, count, side, more, *_ = client.predict(STEPS[5]["title"], api_name="/walk_select")
+    assert DEFAULT_PRESET in more and "chain of depth 5" not in more   # the figure's settings named are those used
+    assert "Opens a chain of 5" in more
 
 
 def test_open_these_settings_shows_a_cycle_at_those_settings(client):
@@ -325,13 +326,13 @@ def test_open_these_settings_shows_a_cycle_at_those_settings(client):
 def test_walkthrough_figure_is_labelled_recorded_or_live():
     """The figure's label says what it shows (a recorded run, a live one, nothing yet), never "Live view" above a
     recording."""
-    from tabs.walkthrough import LIVE, NOTHING, RECORDED, figure_label, select
+    from tabs.walkthrough import LIVE, MEASURED, NOTHING, RECORDED, figure_label, select
     assert figure_label(select(1)[2]) == RECORDED and select(1)[2].startswith("Recorded")
     assert figure_label("Live: 3 cycles") == LIVE and figure_label("No recorded run") == NOTHING
     assert figure_label("⏳ Decoding live: 5 tokens…") is None          # a progress note leaves the label alone
     demo = app.build_demo()
     fig = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "el-walk-fig")
-    assert fig.label == RECORDED
+    assert fig.label == MEASURED                     # step 1: the benchmark's pass-cost table
 
 
 # ----------------------------------------------------------------------------- a classroom on one machine

@@ -14,13 +14,15 @@ def ancestry_of(rec: dict) -> list[list[bool]]:
     return ancestry([n["parent"] for n in nodes])
 
 
-def mask_figure(rec, height: int | None = None) -> go.Figure:
+def mask_figure(rec, height: int | None = None, compact: bool = False) -> go.Figure:
+    """`compact` (the walkthrough's step 3, beside its tree): shorter token labels, the colours said in the title
+    instead of a colour bar, so that the cells keep the room."""
     rec = as_dict(rec)
     nodes = sorted(rec["nodes"], key=lambda n: n["index"])
     if len(nodes) < 2:
         return empty_figure("Prefill: no tree yet — the prompt is read with ordinary causal attention")
     m = ancestry_of(rec)
-    labels = [f"{n['index']}:{show_token(n['text'], 10)}" for n in nodes]
+    labels = [f"{n['index']}:{show_token(n['text'], 6 if compact else 10)}" for n in nodes]
     n_nodes = len(nodes)
     # cell value: 0 hidden, 1 visible, 2 visible and both on the accepted path
     path = set([0] + rec["accepted_path"])
@@ -35,11 +37,13 @@ def mask_figure(rec, height: int | None = None) -> go.Figure:
         colorscale=[[0, "#f4f4f4"], [0.33, "#f4f4f4"], [0.34, "#5b7bd5"], [0.66, "#5b7bd5"],
                     [0.67, ACCEPTED], [1, ACCEPTED]],
         colorbar=dict(tickvals=[0.33, 1, 1.67], ticktext=["hidden", "visible", "✓ accepted path"], len=0.6),
-        name="tree attention")
+        showscale=not compact, name="tree attention")
     n = len(nodes)
     tick = dict(size=12 if n > 20 else 14)
-    layout = layout_base(f"Tree attention: {n} tokens verified in one target pass<br><sup>row = query token, "
-                         f"column = key; every row also sees the {rec['prefix_len']} committed tokens</sup>",
+    sub = (f"row = query token, column = key (blue: visible; green ✓: both on the accepted path; grey: hidden); "
+           f"every row also sees the {rec['prefix_len']} committed tokens" if compact else
+           f"row = query token, column = key; every row also sees the {rec['prefix_len']} committed tokens")
+    layout = layout_base(f"Tree attention: {n} tokens verified in one target pass<br><sup>{sub}</sup>",
                          height=height or max(380, min(1400, 160 + 20 * n)),
                          yaxis=dict(autorange="reversed", dtick=1, tickfont=tick, title=dict(text="query (drafted token)")),
                          xaxis=dict(tickangle=-60, dtick=1, tickfont=dict(tick), side="bottom", title=dict(text="key")))

@@ -4,8 +4,9 @@ import os
 
 from .stats import CSS as _STATS_CSS
 from .text import CSS as _TEXT_CSS
+from .walkthrough import CSS as _DECK_CSS
 
-CSS = _TEXT_CSS + _STATS_CSS + """
+CSS = _TEXT_CSS + _STATS_CSS + _DECK_CSS + """
 .el-note {font-size: 15px; color: #7a4b00; margin-top: 6px;}
 .el-table {border-collapse: collapse; font-size: 15px;} .el-table td, .el-table th {padding: 4px 10px; border-bottom: 1px solid #ddd;}
 #el-title h1 {margin-bottom: 0;} #el-status {font-size: 16px;}
@@ -57,6 +58,7 @@ JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
 # The page's script, views/js/*.js: plain browser scripts that share one scope, pasted in this order into the one
 # function Gradio runs when the page loads (launch(js=PAGE_JS)). tests/test_js_lint.py lints each file and the whole.
 PAGE_SCRIPTS = ("lens.js",            # the Lens tab's linked views: tree <-> text, the text panel follows the run
+                "deck.js",            # the walkthrough: arrow keys, figures that fill the screen, step 3's links
                 "fit_text.js",        # figure fitting: text widths, wrapping
                 "fit_describe.js",    #   what a figure holds that fitting changes
                 "fit_plan.js",        #   the first update, computed before drawing

@@ -1,7 +1,10 @@
-"""The classroom walkthrough: steps of plain sentences, each with a live view and preset settings."""
+"""The classroom walkthrough, a deck: steps of at most three short sentences beside a figure that shows what they
+say, each with its own settings."""
 from __future__ import annotations
 
+from .chain_tree import chain_tree_figure
 from .common import empty_figure
+from .pass_cost import pass_cost_figure, pass_cost_sentence
 from .mask import mask_figure
 from .probs import probs_figure
 from .stats import race_figure
@@ -10,67 +13,101 @@ from .ambiguity import ambiguity_moves, ambiguity_walk_figure
 from .common import CORRECTION, esc, pct, show_token
 from .rules import rule_sentence
 
-# preset keys follow the app's controls; `view` names the figure shown beside the text
-# preset "default" = the device's default static tree: the live view and "Open these settings" use the same
+# preset keys follow the app's controls: the settings the step's figure was decoded with ("Show it live" decodes
+# them again); `opens` what "Open these settings" changes on top of them to make the step's point in another tab;
+# `view` names the figure. "default" = the device's default static tree.
 BASE = dict(prompt="How can I learn Python quickly?", temperature=0.0, top_p=1.0, seed=0, shifted=True,
             shape="Tree", tree_kind="static (EAGLE-1)", preset="default", depth=5, top_k=6, total_tokens=24,
             max_new_tokens=64)
+SAMPLING = dict(temperature=0.8, top_p=0.95, seed=1)
+SPEED_PRESET = "smollm2-cpu"      # the tree shape fitted fastest on the CPU (assets/trees/): what a Race should time
 
+# Each step: a title, at most three short sentences (a projector shows them beside the figure), the detail that
+# used to stand there (`more`, folded under them), its figure, its settings, and what its settings open: `tab`
+# (lens, or amb for the "How can I" tab), `land` (the Lens view that makes the point) and `look` (what to look at).
 STEPS = [
     dict(title="1. Token by token is slow",
-         text="A language model writes one token per forward pass: to write 100 tokens it reads its whole "
-              "network 100 times, one after the other. On most hardware each pass is limited by moving the "
-              "weights, not by arithmetic, so checking several tokens in one pass costs about the same as one. "
-              "The Race beside this text decodes the same prompt plainly and with EAGLE and times both.",
-         view="race", preset=dict()),
+         text="A language model writes one token per forward pass, and every pass reads the whole network. "
+              "Moving the weights, not the arithmetic, sets a pass's cost, so a pass over many tokens costs little "
+              "more than over one (the benchmark measured it: right). EAGLE spends that room checking drafted "
+              "tokens.",
+         more="To write 100 tokens the model reads its weights 100 times, one pass after the other. The figure is "
+              "the table the benchmark (`python -m eagle_core.bench.sets`) records before it times anything "
+              "(eagle_core/bench/pass_cost.py): one "
+              "pass over R tokens, measured, against R one-token passes. “Show it live” measures it again on this "
+              "server; “Open these settings” opens the Lens with the tree shape fitted fastest on the CPU, where "
+              "the Race times plain decoding against EAGLE.",
+         view="pass_cost", preset=dict(), opens=dict(preset=SPEED_PRESET), tab="lens", land="race",
+         look="the tree shape fitted fastest on this CPU ({preset}). Press Race (under Statistics): plain "
+              "decoding and EAGLE on the same prompt, timed."),
     dict(title="2. The draft tree",
-         text="EAGLE adds a tiny draft head (one transformer layer) that guesses the next few tokens cheaply. "
-              "It does not guess one sequence but a tree of alternatives: the root is the last token already "
-              "written, each branch is a possible continuation. The glyph in each box says what the check did: "
-              "✓ kept (green), ✗ rejected (red-orange), · not reached (grey: its parent was not kept, so it was "
-              "never checked). Within the ✗ and · boxes a paler fill is a guess the head was less sure of (a lower "
-              "draft probability q; hover a node for its q).",
-         view="tree", preset=dict()),
+         text="A tiny draft head (one transformer layer) guesses a tree of next tokens: the root is the last token "
+              "written, each branch a possible continuation. Each box says what the check did: ✓ kept, ✗ rejected, "
+              "· not reached (its parent was not kept). A paler box is a guess the head was less sure of.",
+         more="Colours: kept green, rejected red-orange, not reached grey. Within the ✗ and · boxes a paler fill is "
+              "a lower draft probability q; hover a node for its q.",
+         view="tree", preset=dict(), opens=dict(), tab="lens", land="tree",
+         look="the lesson's static tree ({preset}), on the cycle the walkthrough showed. Step decodes the next "
+              "cycle live."),
     dict(title="3. One pass checks the whole tree",
-         text="The big model reads every drafted token in a single forward pass. A tree attention mask makes "
-              "each token see only the prompt and its own ancestors, so the branches do not mix. "
-              "One pass scores all branches at once.",
-         view="mask", preset=dict()),
+         text="The target reads every drafted token in a single forward pass. The tree attention mask lets each "
+              "token see only the prompt and its own ancestors, so the branches do not mix. Hover a node or a "
+              "row: the mask's row and the tree's path light up together.",
+         more="Row = the query token, column = the key it may see; ✓ marks pairs on the accepted path. Every row "
+              "also sees all the committed tokens before the tree. “Open these settings” decodes a bigger, "
+              "dynamic (EAGLE-2) tree, all of it checked in one pass, and opens its mask in the Lens.",
+         view="mask", preset=dict(), opens=dict(tree_kind="dynamic (EAGLE-2)", total_tokens=24, depth=5, top_k=6),
+         tab="lens", land="mask",
+         look="a dynamic (EAGLE-2) tree of 24 drafted tokens: the “Tree attention mask” below shows all of them "
+              "checked in one pass."),
     dict(title="4. Lossless acceptance",
-         text="Walking down from the root, a drafted token is kept only if the target agrees: at temperature 0 "
-              "it must be the target's own top choice. At the first disagreement the target's own token is "
-              "used instead (a correction), and if everything matched it adds one more (a bonus). "
-              "So the text is exactly what the target alone would write, just produced faster. "
-              "(Above temperature 0 the test becomes a coin flip that keeps the same guarantee: step 7.)",
-         view="probs", preset=dict()),
+         text="A drafted token is kept only if the target agrees: at T = 0, only if it is the target's own top "
+              "choice. At the first disagreement the target's own token is used, so the text is exactly what the "
+              "target alone writes. Above T = 0 a coin-flip test keeps that guarantee: “Draw both” shows it.",
+         more="If everything matched, the target adds one more token of its own (a bonus). The figure shows the "
+              "node the target rejected: the draft's q against the target's p. “Draw both” samples a thousand "
+              "first tokens of an EAGLE cycle at T = 0.8 and a thousand plain samples from the target, and lays "
+              "the two histograms over p with a chi-square test (the Lens's “Same law at T > 0” panel).",
+         view="probs", preset=dict(), opens=dict(), tab="lens", land="probs",
+         look="the lesson's tree at T = 0, on the cycle shown: the node the target rejected, its q beside the "
+              "target's p."),
     dict(title="5. Feature uncertainty and the shifted token",
-         text="The head predicts the target's internal feature, not just a token. But after “How can I” the "
-              "feature depends on which word is sampled next (“use”, “create”, “make”…), and a head that does not "
-              "know that word (unshifted, ✕) makes one guess for all of them, between the branches. EAGLE feeds "
-              "the sampled token to the head (shifted by one), so each guess (◇) moves toward its own branch's "
-              "real feature (●): the arrows in the plane; the note under this text measures how far. The bars "
-              "compare what each guess drafts next with what the target really says next.",
-         view="ambiguity", preset=dict()),
+         text="After “How can I” the next feature depends on which word is sampled next, and a head that does not "
+              "see that word (unshifted, ✕) makes one guess for all branches. EAGLE feeds the head the sampled "
+              "token (shifted), so each guess (◇) moves toward its own branch's real feature (●). The bars compare "
+              "what each guess drafts next with what the target says next.",
+         more="The head predicts the target's internal feature, not just a token. The arrows in the plane show the "
+              "move; the note measures how far, in the full feature space. “Open these settings” opens the "
+              "“How can I” tab, where any prefix can be tried.",
+         view="ambiguity", preset=dict(), opens=dict(shifted=False), tab="amb", land="amb",
+         look="the “How can I” tab: the shifted and the unshifted head on any prefix."),
     dict(title="6. Tree vs chain",
-         text="A chain drafts a single guess per step: one miss early and the rest is wasted. A tree keeps "
-              "the runner-up guesses too, so when the top guess is wrong the second one may still be accepted. "
-              "The cycle shown is one where the accepted path goes through a runner-up: a chain would have "
-              "stopped at that point. Switch between Tree and Chain in the Lens tab and watch the accepted lengths.",
-         view="tree", preset=dict()),
+         text="A chain drafts one guess per level: one miss early and the rest is wasted. A tree keeps runner-up "
+              "guesses, so when the top guess is wrong the second may still be kept: the cycle shown took a "
+              "runner-up where a chain would have stopped. Beside it, the measured share of cycles that kept "
+              "0, 1, 2… tokens, chain against tree.",
+         more="The measured runs are the Paper lab's: a chain of 5 and the lesson's tree of 5 drafted tokens, on "
+              "the same prompts (“Show it live” decodes this prompt both ways instead). “Open these settings” "
+              "opens the Lens with the chain, to Step or Run beside what the tree did here.",
+         view="tree", preset=dict(), opens=dict(shape="Chain", depth=5), tab="lens", land="tree",
+         look="a chain of 5: one guess per level. Step or Run, then compare its τ with the tree's (step 6's "
+              "figure)."),
     dict(title="7. Temperature",
-         text="With temperature above 0 the target samples, and a drafted token x drawn from the draft's q is "
-              "kept with probability min(1, p(x)/q(x)). After a rejection the next sibling faces the same test "
-              "against what is left: p′ = max(0, p − q) renormalised and q′ = q without the rejected token. "
-              "When every sibling is rejected the correction is drawn from that leftover p′ (EAGLE-2's top-k "
-              "children, not drawn from q, are kept with probability p′(x) instead). Click a node: the figure "
-              "names the test it faced, with its numbers. These rules keep the output distributed exactly as "
-              "the target's own samples: the Lens's “Same law at T > 0” panel draws a thousand first tokens both "
-              "ways and lays the two histograms over p.",
-         view="probs", preset=dict(temperature=0.8, top_p=0.95, seed=1)),
+         text="Above T = 0 a drafted token x, drawn from the draft's q, is kept with probability min(1, p(x)/q(x)). "
+              "When every sibling is rejected the correction is drawn from the residual max(0, p − q), normalised. "
+              "So the output is distributed exactly as the target's own samples (step 4 draws both).",
+         more="After a rejection the next sibling faces the same test against what is left: p′ = max(0, p − q) "
+              "normalised, and q′ = q without the rejected token. EAGLE-2's top-k children, not drawn from q, are "
+              "kept with probability p′(x) instead. The figure shows one rejected node with its test's numbers "
+              "and the residual the correction was drawn from.",
+         view="probs", preset=dict(SAMPLING), opens=dict(), tab="lens", land="probs",
+         look="sampling at T = 0.8 (top-p 0.95, seed 1), on the cycle shown: the rejected node's test with its "
+              "numbers; Step samples on."),
 ]
 
 
 def step_settings(i: int, default_preset: str = "default") -> dict:
+    """The settings step i's figure was decoded with (and "Show it live" decodes)."""
     s = dict(BASE)
     s.update(STEPS[i]["preset"])
     if s["preset"] == "default":
@@ -78,15 +115,49 @@ def step_settings(i: int, default_preset: str = "default") -> dict:
     return s
 
 
+def open_settings(i: int, default_preset: str = "default") -> dict:
+    """The settings "Open these settings" puts in the Lens (or, for the "How can I" tab, the head it is about)."""
+    s = step_settings(i, default_preset)
+    s.update(STEPS[i]["opens"])
+    return s
+
+
+def settings_sentence(s: dict) -> str:
+    tree = (f"chain of depth {s['depth']}" if s["shape"] == "Chain" else
+            f"dynamic tree of {s['total_tokens']} tokens" if s["tree_kind"].startswith("dynamic") else
+            f"static tree ({s['preset']})")
+    return (f"{tree}, T = {s['temperature']}" + (f", top-p {s['top_p']}, seed {s['seed']}" if s["temperature"] > 0
+                                                 else "")
+            + f", {'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens")
+
+
+def open_sentence(i: int, default_preset: str = "default") -> str:
+    """What "Open these settings" does for step i, in words."""
+    st = STEPS[i]
+    return "Opens " + st["look"].format(**open_settings(i, default_preset))
+
+
 def step_markdown(i: int, default_preset: str = "default") -> str:
     st = STEPS[i]
-    s = step_settings(i, default_preset)
-    tree = (f"chain of depth {s['depth']}" if s["shape"] == "Chain" else
-            f"{s['tree_kind'].split()[0]} tree" + (f" ({s['preset']})" if s["tree_kind"].startswith("static") else ""))
-    settings = (f"Settings (used by “Show it live” and “Open these settings”): {tree}, T = {s['temperature']}"
-                + (f", top-p {s['top_p']}, seed {s['seed']}" if s["temperature"] > 0 else "")
-                + f", {'shifted' if s['shifted'] else 'unshifted'} head, up to {s['max_new_tokens']} tokens.")
-    return f"## {st['title']}\n\n{st['text']}\n\n<small>{settings}</small>"
+    return f"## {st['title']}\n\n{st['text']}"
+
+
+def step_counter(i: int) -> str:
+    """The deck's counter and the step's title, always on screen beside Prev / Next."""
+    return f"Step {i + 1} of {len(STEPS)} · **{STEPS[i]['title'].split('. ', 1)[1]}**"
+
+
+def step_text(i: int) -> str:
+    """The step's sentences, beside its figure (the title is in the counter)."""
+    return STEPS[i]["text"]
+
+
+def step_details(i: int, default_preset: str = "default") -> str:
+    """What the step folds away: the detail, the figure's settings and what "Open these settings" opens."""
+    st = STEPS[i]
+    figure = ("" if st["view"] in ("pass_cost", "ambiguity") else
+              f"The figure's run: {settings_sentence(step_settings(i, default_preset))}. ")
+    return f"{st['more']}\n\n<small>{figure}“Open these settings”: {open_sentence(i, default_preset)}</small>"
 
 
 def chain_would_keep(rec) -> int:
@@ -152,8 +223,8 @@ def rejection_note(rec) -> str:
     test = rule_sentence(node, True, html=False)
     out = (f"Cycle {rec['cycle']}: the drafted “{tok(node['text'])}” was {test}" +
            (f", so it was rejected with probability {pct(1 - a)}. " if a is not None else ", and rejected. ") +
-           f"The correction “{tok(rec['bonus_text'])}” was then drawn from the leftover p′ = max(0, p′ − q′), "
-           f"renormalised")
+           f"The correction “{tok(rec['bonus_text'])}” was then drawn from the residual max(0, p − q), normalised "
+           f"(p′, with p and q as the earlier rejections left them)")
     if drawn is None:
         return out + " (below the recorded top tokens of p′: an unusual draw)."
     out += f", which gave it {pct(drawn)}"
@@ -210,24 +281,55 @@ def pick_cycle(i: int, recs: list) -> tuple[dict | None, int | None, str]:
     if view == "probs":
         with_rej = [r for r in cyc if r.get("bonus_kind") == "correction" and r["accept_length"]]
         r = max(with_rej or cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
-        return r, _correction_node(r), ""
+        return r, _correction_node(r), greedy_note(r)
     r = max(cyc, key=lambda r: (r["accept_length"], len(r["nodes"]), -r["cycle"]))
     return r, None, ""
 
 
-def walk_figure(i, recs, plain=None, amb=None):
-    """(figure, note) for step i."""
+def greedy_note(rec) -> str:
+    """Step 4's figure in words: what the target kept, and the token it put in place of the one it rejected."""
+    node = _correction_node(rec)
+    tok = lambda t: esc(show_token(t, 20))   # noqa: E731
+    kept = len(rec["accepted_path"])
+    if node is None or rec.get("bonus_kind") != "correction":
+        return (f"Cycle {rec['cycle']}: the target agreed with all {kept} drafted tokens on the path and added "
+                f"its own “{tok(rec['bonus_text'])}” (the bonus).")
+    n = next(x for x in rec["nodes"] if x["index"] == node)
+    return (f"Cycle {rec['cycle']}: the target kept {kept} drafted token{'s' if kept != 1 else ''}, then its top "
+            f"choice was not the drafted “{tok(n['text'])}”: its own “{tok(rec['bonus_text'])}” was used instead "
+            f"(the correction, the ★ bar).")
+
+
+def walk_figure(i, recs, plain=None, amb=None, costs=None, costs_source=""):
+    """(figure, note) for step i: the main figure (the one beside the text)."""
     view = STEPS[i]["view"]
+    if view == "pass_cost":
+        return pass_cost_figure(costs), (pass_cost_sentence(costs, costs_source) if costs else "")
     if view == "race":
         return race_figure(recs, plain or []), ""
-    if view == "ambiguity":
-        return (ambiguity_walk_figure(amb), ambiguity_note(amb)) if amb else (empty_figure("press Show it live"), "")
+    if view == "ambiguity":   # compact: a projector's screen holds the plane and the bars together
+        return ((ambiguity_walk_figure(amb, k=3, plane_height=250, bars_height=130), ambiguity_note(amb)) if amb
+                else (empty_figure("press Show it live"), ""))
     rec, node, note = pick_cycle(i, recs or [])
     if rec is None:
         return empty_figure("press Show it live"), ""
     if view == "probs":
         return with_draw_legend(probs_figure(rec, node), rec), note
-    return {"tree": tree_figure, "mask": mask_figure}[view](rec), note
+    if view == "mask":
+        return mask_figure(rec, compact=True), note
+    return tree_figure(rec), note
+
+
+def side_figure(i, recs, runs=None, runs_source=""):
+    """The figure beside step i's main one, or None: step 3's tree, whose mask is the main figure (the same cycle;
+    hovering one lights the other), and step 6's chain against tree, measured (`runs`: chain_tree_figure's)."""
+    title = STEPS[i]["title"]
+    if title.startswith("3."):
+        rec, _, _ = pick_cycle(i, recs or [])
+        return tree_figure(rec) if rec is not None else None
+    if title.startswith("6."):
+        return chain_tree_figure(runs or {}, runs_source)
+    return None
 
 
 def with_draw_legend(fig, rec):
@@ -260,9 +362,56 @@ def ambiguity_note(amb) -> str:
     best = max(m["branches"], key=lambda b: b["q"]["shifted"] - b["q"]["unshifted"])
     out = [f"How far the move gets it, measured in what each guess drafts: {esc(measure_sentence(m))}.",
            f"In the bars, after “{tok(best['text'])}” the target says “{tok(best['next_text'])}” next: the shifted "
-           f"guess drafts it with {share(best['q']['shifted'])}, the unshifted one with "
-           f"{share(best['q']['unshifted'])}."]
+           f"guess drafts it with {esc(share(best['q']['shifted']))}, the unshifted one with "
+           f"{esc(share(best['q']['unshifted']))}."]
     t = payoff_totals(amb, eagle3=False)
     if t:
         out.append(f"In tokens: {esc(payoff_sentence(t))}.")
     return " ".join(out)
+
+
+# The deck's page CSS (views/page.py adds it): the bar with Prev, the counter, the steps and Next stays at the top
+# of the window; the text is large and short; the figures fill the rest (views/js/deck.js); a phone stacks it all.
+CSS = """
+/* the page's container clips instead of hiding its overflow while the deck is shown: a container that hides
+   overflow is a scroll box of its own, and the bar would stick inside it, not to the window */
+.gradio-container:has(#el-walk-button[aria-selected="true"]) {overflow: clip !important;}
+#el-walk-bar {position: sticky; top: 0; z-index: 30; background: var(--body-background-fill, white);
+              align-items: center; flex-wrap: nowrap; gap: 8px; padding: 4px 0; border-bottom: 1px solid #e5e5e5;}
+#el-walk-bar > button {flex: 0 0 auto;}
+#el-walk-count {flex: 1 1 auto; min-width: 0;} #el-walk-count p {margin: 0; font-size: 20px; line-height: 1.3;}
+/* presenter mode on the walkthrough: the model banner folds away, the deck gets the screen */
+body.el-presenter:has(#el-walk-button[aria-selected="true"]) #el-banner {display: none;}
+#el-walk-steps {flex: 0 0 auto; width: auto !important;} #el-walk-steps .wrap {gap: 4px; flex-wrap: nowrap;}
+#el-walk-steps label {padding: 4px 10px !important; min-width: 0;}
+#el-walk-deck {gap: 12px; margin-top: 6px;}
+#el-walk-left {gap: 8px; max-height: var(--el-deck-h, none); overflow-y: auto;}
+#el-walk-text h2 {margin: 0 0 6px 0; font-size: 24px; line-height: 1.25;}
+#el-walk-text p {font-size: 18px; line-height: 1.5; margin: 0;}
+#el-walk-actions {gap: 8px; flex-wrap: nowrap;} #el-walk-actions > button {min-width: 0; padding: 6px 8px;}
+body.el-presenter #el-walk-actions > button {font-size: 18px;}
+#el-walk-note, #el-walk-note p {font-size: 14px !important; line-height: 1.45; color: #444;}
+#el-walk-note {max-height: 8.8em; overflow-y: auto;}
+#el-walk-law-row {gap: 6px; align-items: end;}
+#el-walk-figs {gap: 8px;}
+/* two figures side by side (steps 3 and 6): the text column gives them room */
+#el-walk-deck:has(#el-walk-side) > #el-walk-left {flex-grow: 2 !important;}
+#el-walk-deck:has(#el-walk-side) #el-walk-text p {font-size: 17px !important;}
+body.el-presenter #el-walk-deck:has(#el-walk-side) #el-walk-text p {font-size: 19px !important;}
+body.el-presenter #el-walk-law-row label span, #el-walk-law-row label span {font-size: 13px !important;}
+#el-walk-side g.annotation.el-deck-hl rect {stroke: #111 !important; stroke-width: 4px !important; stroke-dasharray: 7 3;
+                                       fill: #ffd54a !important;}
+body.el-presenter #el-walk-count p {font-size: 24px !important;}
+body.el-presenter #el-walk-text h2 {font-size: 28px;}
+body.el-presenter #el-walk-text p {font-size: 21px !important; line-height: 1.45;}
+body.el-presenter #el-walk-note, body.el-presenter #el-walk-note p {font-size: 15px !important;}
+@media (max-width: 640px) {
+  #el-walk-bar {flex-wrap: wrap; gap: 4px;}
+  #el-walk-count {order: 2; min-width: 100% !important;}
+  #el-walk-steps {order: 3; min-width: 100% !important;} #el-walk-steps .wrap {flex-wrap: wrap;}
+  #el-walk-prev {order: 0;} #el-walk-next {order: 1; margin-left: auto;}
+  #el-walk-deck {flex-wrap: wrap;} #el-walk-deck > * {min-width: 100% !important;}
+  #el-walk-figs {flex-wrap: wrap;} #el-walk-figs > * {min-width: 100% !important;}
+  #el-walk-note {max-height: none;}
+}
+"""

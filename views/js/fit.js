@@ -7,7 +7,7 @@
 // The parts: fit_text.js, fit_describe.js, fit_plan.js, fit_settle.js; this file fits a figure (after it is drawn,
 // or before, in the Plotly.react wrapper) and finds the figures to fit.
 /* exported fitAll */
-/* global snapshot, kindOf, fromRaw, canon, plan, settle, memoKey */
+/* global snapshot, kindOf, fromRaw, canon, plan, settle, memoKey, fillHeight */
 const scaleOf = (W) => (document.body.classList.contains('el-presenter') ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1)));
 const fit = async (el) => {
   if (!el.layout || !el._fullLayout || !window.Plotly || el.__elBusy || window.__elFitOff) return;
@@ -19,7 +19,7 @@ const fit = async (el) => {
   const W = el.clientWidth;
   if (!(W >= 50)) return;                       // a hidden tab: fitted when it is shown (its ResizeObserver)
   const s = scaleOf(W);
-  const key = `${s}:${Math.round(W)}`;
+  const key = `${s}:${Math.round(W)}:${fillHeight(el)}`;
   if (o.key === key) return;
   const now = Date.now();   // a width that keeps changing (a scrollbar that comes and goes): a pause, not a loop
   o.fits = (o.fits || []).filter((t) => now - t < 4000);
@@ -98,7 +98,7 @@ const wrapReact = () => {
         const kd = kinds[memoKey(gd)];
         if (kd && kd.ok && W >= 50 && kd.kind === kindOf(layout, data)) {
           const o = fromRaw(layout, data, kd.p);
-          const sc = scaleOf(W), key = `${sc}:${Math.round(W)}`;
+          const sc = scaleOf(W), key = `${sc}:${Math.round(W)}:${fillHeight(gd)}`;
           const {upd, names, tf, sig, H0} = plan(gd, o, W, sc, key);
           Object.keys(upd).forEach((k) => setPath(layout, k, upd[k]));
           data.forEach((t, i) => { if (names[i] != null) t.name = names[i];

@@ -1,6 +1,6 @@
 // Figure fitting, plan: the first update of a fit, computed from a figure's description without drawing it.
 /* exported memos, memoKey, plan */
-/* global axisKeys, axKey, wrapHtml */
+/* global axisKeys, axKey, wrapHtml, fillHeight */
 // the panels that hold data, as {id, x: xaxis key, y: yaxis key}, and whether they sit side by side
 const panelsOf = (o) => o.subs.map((id) => { const m = id.match(/^(x\d*)(y\d*)$/);
     return m && {id, x: axKey(m[1]), y: axKey(m[2])}; })
@@ -70,7 +70,7 @@ const wrapToRoom = (o, W, s, m, H, dom, stack, upd) => {
 // text widths come from a canvas.
 const plan = (el, o, W, s, key) => {
   const m = {...o.margin};
-  let H = o.height;
+  let H = fillHeight(el) || o.height;   // a deck's figure: the screen's height below it (deck.js)
   const upd = {'font.size': o.font * s, 'title.font.size': o.titleFont * s, 'hoverlabel.font.size': 15 * s,
                'title.yref': 'container', 'title.yanchor': 'top'};
   ['t', 'b', 'l', 'r'].forEach((k) => { upd[`margin.${k}`] = o.margin[k]; });   // from the server's, each time

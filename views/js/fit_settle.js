@@ -1,6 +1,6 @@
 // Figure fitting, measured: the drawn text boxes, and the margins grown until nothing is clipped or covered.
 /* exported settle */
-/* global axisKeys, axKey, clearBg, memos, memoKey, shorten */
+/* global axisKeys, axKey, clearBg, memos, memoKey, shorten, fillHeight */
 const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
   const fr = el.getBoundingClientRect(), out = [];
   const rel = (e, kind, idx) => { const r = e.getBoundingClientRect();
@@ -70,7 +70,8 @@ const settle = async (el, o, H0, sig) => {
     if (db > 0) u['margin.b'] = mm.b + db;
     if (dl > 0) u['margin.l'] = mm.l + dl;
     if (dr > 0) u['margin.r'] = mm.r + dr;
-    u.height = fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
+    // a deck's figure keeps the screen's height (deck.js): its margins grow into its plot instead
+    u.height = fillHeight(el) ? fz.height : fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
     u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
     if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
     await P.relayout(el, u);

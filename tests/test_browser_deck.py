@@ -1,0 +1,125 @@
+"""The walkthrough as a deck in headless Chromium (tiny target; issue 38, point 1): on a 1280x720 projector in
+presenter mode a teacher clicks through all seven steps, with Next and with the arrow keys, and never scrolls:
+Prev, the step counter, Next, the text, the buttons and the figure are inside the window on every step. Step 3's
+tree and mask are linked by hover. On a 390 px phone the deck stacks and Prev / Next stay on screen. Screenshots go
+to test-artifacts/."""
+import os
+
+import pytest
+from test_browser import ARGS, ARTIFACTS, CHROMIUM, playwright_api, server  # noqa: F401  (fixture + skips)
+
+pytestmark = pytest.mark.browser
+
+STEPS = 7
+BOXES_JS = """() => Object.fromEntries(['#el-walk-prev', '#el-walk-next', '#el-walk-count', '#el-walk-text',
+  '#el-walk-live', '#el-walk-apply', '#el-walk-fig .js-plotly-plot', '#el-walk-side .js-plotly-plot',
+  '#el-walk-left'].map((s) => { const e = document.querySelector(s); if (!e) return [s, null];
+  const r = e.getBoundingClientRect(); return [s, {t: r.top, b: r.bottom, l: r.left, r: r.right}]; }))"""
+
+
+def counter(page) -> str:
+    return page.locator("#el-walk-count").inner_text()
+
+
+def wait_step(page, k: int):
+    page.wait_for_function(f"() => document.querySelector('#el-walk-count').innerText.startsWith('Step {k} of')",
+                           timeout=20000)
+    page.wait_for_function("() => { const p = document.querySelector('#el-walk-fig .js-plotly-plot');"
+                           " return p && p.__elFitted; }", timeout=20000)
+    page.wait_for_timeout(700)
+
+
+def open_deck(p, url, width, height, presenter):
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url)
+    page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
+    if presenter:
+        page.get_by_label("Presenter mode (large type)").check()
+    page.get_by_role("tab", name="Walkthrough").click()
+    wait_step(page, 1)
+    return browser, page
+
+
+def test_a_projector_clicks_through_the_deck_without_scrolling(server):  # noqa: F811
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser, page = open_deck(p, server, 1280, 720, presenter=True)
+        for k in range(1, STEPS + 1):
+            if k > 1:
+                if k % 2:                                   # Next, and the arrow key, each for half the steps
+                    page.locator("#el-walk-next").click()
+                else:
+                    page.locator("body").click(position={"x": 5, "y": 700})   # the focus on no input
+                    page.keyboard.press("ArrowRight")
+                wait_step(page, k)
+            assert page.evaluate("() => window.scrollY") == 0, k
+            boxes = page.evaluate(BOXES_JS)
+            for sel, b in boxes.items():
+                if b is None:
+                    assert sel == "#el-walk-side .js-plotly-plot", (k, sel)   # only some steps have two figures
+                    continue
+                assert b["t"] >= 0 and b["b"] <= 720 + 1 and b["l"] >= 0 and b["r"] <= 1280 + 1, (k, sel, b)
+            fig = boxes["#el-walk-fig .js-plotly-plot"]
+            assert fig["b"] - fig["t"] >= 400, (k, "the figure takes the screen's height", fig)
+            assert (fig["r"] - fig["l"]) * (fig["b"] - fig["t"]) >= 0.35 * 1280 * 720 * (0.5 if k in (3, 6) else 1), k
+            assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 1, k
+            page.screenshot(path=os.path.join(ARTIFACTS, f"deck_1280_step{k}.png"))
+        assert page.locator("#el-walk-next").is_disabled()           # the last step: Next is off
+        page.keyboard.press("ArrowLeft")
+        wait_step(page, STEPS - 1)
+        # a key typed into a box is the box's: the law panel's number on step 4 keeps its arrow keys
+        for k in range(STEPS - 2, 3, -1):
+            page.keyboard.press("ArrowLeft")
+            wait_step(page, k)
+        box = page.locator("#el-walk-law-n input").first
+        box.click()
+        box.press("ArrowLeft")
+        page.wait_for_timeout(800)
+        assert counter(page).startswith("Step 4 of"), "an arrow key in a number box does not move the deck"
+        browser.close()
+
+
+def test_step_three_links_the_tree_and_its_mask(server):  # noqa: F811
+    with playwright_api.sync_playwright() as p:
+        browser, page = open_deck(p, server, 1440, 900, presenter=False)
+        for k in (2, 3):
+            page.locator("#el-walk-next").click()
+            wait_step(page, k)
+        page.wait_for_selector("#el-walk-side .js-plotly-plot g.annotation", timeout=20000)
+        i = page.evaluate("() => (document.querySelector('#el-walk-side .js-plotly-plot').layout.annotations || [])"
+                          ".findIndex((a) => a.name === 'node-1')")
+        node = page.locator(f"#el-walk-side g.annotation[data-index='{i}'] rect").first
+        b = node.bounding_box()
+        page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
+        page.wait_for_function("() => (document.querySelector('#el-walk-fig .js-plotly-plot').layout.shapes || [])"
+                               ".length === 1", timeout=5000)
+        page.mouse.move(5, 5)
+        page.wait_for_function("() => (document.querySelector('#el-walk-fig .js-plotly-plot').layout.shapes || [])"
+                               ".length === 0", timeout=5000)
+        # a mask cell: the nodes its row sees light up in the tree
+        cell = page.locator("#el-walk-fig .nsewdrag").first.bounding_box()
+        page.mouse.move(cell["x"] + 10, cell["y"] + 10, steps=3)
+        page.mouse.move(cell["x"] + cell["width"] * 0.95, cell["y"] + cell["height"] * 0.95, steps=5)
+        page.wait_for_function("() => document.querySelectorAll('#el-walk-side g.annotation.el-deck-hl').length >= 2",
+                               timeout=5000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "deck_step3_linked.png"))
+        browser.close()
+
+
+def test_a_phone_stacks_the_deck_and_keeps_prev_next_on_screen(server):  # noqa: F811
+    with playwright_api.sync_playwright() as p:
+        browser, page = open_deck(p, server, 390, 844, presenter=False)
+        for k in range(1, STEPS + 1):
+            if k > 1:
+                page.locator("#el-walk-next").click()
+                wait_step(page, k)
+            assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 1, k
+            page.evaluate("() => window.scrollTo(0, document.scrollingElement.scrollHeight)")
+            page.wait_for_timeout(300)
+            for sel in ("#el-walk-prev", "#el-walk-next"):   # the bar stays at the top as the page scrolls
+                b = page.locator(sel).bounding_box()
+                assert b and 0 <= b["y"] and b["y"] + b["height"] <= 844, (k, sel, b)
+            page.evaluate("() => window.scrollTo(0, 0)")
+        page.screenshot(path=os.path.join(ARTIFACTS, "deck_390_step7.png"), full_page=True)
+        browser.close()
