@@ -97,11 +97,12 @@ class AmbiguityTab:
             self.rec = gr.State(a0)
             self.headline = gr.HTML(views.ambiguity_headline(a0), elem_id="el-amb-headline")
             with gr.Row():
-                self.fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
-                self.dist = gr.Plot(views.ambiguity_dist_figure(a0), label="What each head drafts")
-            with gr.Row():
-                self.payoff = gr.Plot(views.ambiguity_payoff_figure(a0), label="Tokens per cycle")
-                self.table = gr.HTML(views.ambiguity_html(a0))
+                with gr.Column():      # the plane is shorter than the bars: the payoff goes under it
+                    self.fig = gr.Plot(views.ambiguity_figure(a0), label="Features (PCA)")
+                    self.payoff = gr.Plot(views.ambiguity_payoff_figure(a0), label="Tokens per cycle")
+                with gr.Column():
+                    self.dist = gr.Plot(views.ambiguity_dist_figure(a0), label="What each head drafts")
+            self.table = gr.HTML(views.ambiguity_html(a0))
         return self
 
     def on_compute(self, prefix, branches, chat=False, eagle3=False):

@@ -125,7 +125,8 @@ def test_headline_text_and_step_five_state_the_same_measure_and_payoff(oracle_re
     assert "helps the draft" in head                       # 3 of 3, on average too
     fig = ambiguity_payoff_figure(d)
     assert {tr.name for tr in fig.data} == {"shifted head", "unshifted head"}
-    assert fig.data[-1].x[0] == pytest.approx(t["shifted"]["tau"])   # "all branches" comes first
+    shifted = next(tr for tr in fig.data if tr.name == "shifted head")
+    assert shifted.y[0] == "all branches" and shifted.x[0] == pytest.approx(t["shifted"]["tau"])
 
 
 def test_the_headline_promises_no_more_than_the_numbers():

@@ -265,8 +265,8 @@ def test_ambiguity_views():
     h = ambiguity_html(rec)
     # the one measure, branch by branch: the draft probability of the target's next token, ▲/▼ beside colour
     assert "after 1 of 2 branches" in h and "mean 25.0% vs 20.0%" in h and "distance" not in h
-    assert h.count("▲ higher") == 1 and h.count("▼ not higher") == 1
-    assert "tokens per cycle" not in h                            # an old record: no payoff measured, none shown
+    assert "▲ shifted <b>40.0%</b>" in h and "▼ shifted <b>10.0%</b>" in h
+    assert "In tokens" not in h                                   # an old record: no payoff measured, none shown
     json.dumps(rec)
     # only head names on the page, never server paths
     rec.update(shifted_head="/work/main/assets/heads/smollm2-135m-shifted",
@@ -481,6 +481,7 @@ def test_step_five_has_its_bars_and_measures_the_move():
     assert {t.name for t in bars} >= {"shifted guess drafts", "target's real next token"}
     from views.ambiguity import ambiguity_moves, measure_sentence
     assert measure_sentence(ambiguity_moves(amb, eagle3=False)) in note.replace("&lt;", "<")   # the tab's measure
+    assert "In tokens: continuing each branch with real EAGLE cycles" in note       # the recorded payoff
     assert "moves to its own branch" not in STEPS[five]["text"] and "bars" in STEPS[five]["text"]
 
 

@@ -103,7 +103,7 @@ def payoff_sentence(t: dict) -> str:
     """The payoff in one sentence (plain text): tokens per cycle with each head, same shape, same text."""
     if not t:
         return ""
-    return (f"continuing each branch with real EAGLE cycles ({t['shape']}, T = 0, the same "
+    return (f"continuing each branch with real EAGLE cycles at T = 0 ({t['shape']}; the same "
             f"{t['new_tokens']} tokens for every head), a cycle keeps {t['shifted']['tau']:.2f} tokens with the "
             f"shifted head and {t['unshifted']['tau']:.2f} with the unshifted one")
 
@@ -123,6 +123,14 @@ def ambiguity_headline(rec) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the figures
+def _away(dx: float, dy: float) -> str:
+    """A real feature's label position pointing away from the unshifted guess (where the guesses crowd): left
+    when the feature lies mostly to its left, else above or below (never right: the plot's edge is near there)."""
+    if dx < 0 and -dx > abs(dy):
+        return "middle left"
+    return "top center" if dy >= 0 else "bottom center"
+
+
 def ambiguity_figure(rec, height: int = 520) -> go.Figure:
     """The feature plane (PCA): each branch's real feature, the shifted head's guess for it (an arrow from the
     unshifted head's one guess) and the unshifted head's single guess. A picture of where the guesses land; the
@@ -143,26 +151,25 @@ def ambiguity_figure(rec, height: int = 520) -> go.Figure:
         fig.add_annotation(x=sx, y=sy, ax=ux, ay=uy, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                            arrowhead=2, arrowsize=1.2, arrowwidth=1.8, arrowcolor=c, opacity=0.75, text="")
         fig.add_trace(go.Scatter(
-            x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"], textposition="top center",
+            x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"], textposition=_away(rx - ux, ry - uy),
             textfont=dict(size=15, color=c), marker=dict(size=18, color=c, symbol="circle",
                                                          line=dict(color="white", width=2)),
-            name=f"● real feature after “{tok}” (p = {pct(br['p'])})",
+            name=f"real feature after “{tok}” (p = {pct(br['p'])})",
             hovertext=[f"real feature after “{tok}” (target p = {pct(br['p'])})"], hoverinfo="text"))
         fig.add_trace(go.Scatter(
             x=[sx], y=[sy], mode="markers", marker=dict(size=15, color=c, symbol="diamond-open", line=dict(width=3)),
-            name=f"◇ shifted head's guess from (f_{esc(last)}, e({tok}))",
+            name=f"shifted head's guess from (f_{esc(last)}, e({tok}))",
             hovertext=[f"shifted head's guess, given the sampled token “{tok}”"], hoverinfo="text"))
     fig.add_trace(go.Scatter(
         x=[ux], y=[uy], mode="markers+text", text=["<b>unshifted</b>"], textposition="bottom center",
         textfont=dict(size=15, color=UNSHIFTED), marker=dict(size=20, color=UNSHIFTED, symbol="x"),
-        name=f"✕ unshifted head's one guess for all, from (f_{esc(last)}, e({esc(last)}))",
+        name=f"unshifted head's one guess for all, from (f_{esc(last)}, e({esc(last)}))",
         hovertext=["unshifted head: it does not know which token was sampled, so it makes a single "
                    "prediction for every branch"], hoverinfo="text"))
     lx, ly = rec["last_xy"]
-    fig.add_trace(go.Scatter(x=[lx], y=[ly], mode="markers+text", text=[f"f({esc(last)})"],
-                             textposition="bottom center", textfont=dict(size=13, color="#777"),
+    fig.add_trace(go.Scatter(x=[lx], y=[ly], mode="markers",      # named in the legend: a label here would crowd
                              marker=dict(size=11, color="#bbb", symbol="square"),
-                             name=f"■ the feature of “{esc(last)}” itself", hoverinfo="name"))
+                             name=f"the feature of “{esc(last)}” itself", hoverinfo="name"))
     ev = rec["explained_variance"]
     base_layout(fig, "Where each head's predicted feature lands", height=height,
                 legend=dict(orientation="v", y=-0.17, x=0, yanchor="top", font=dict(size=13)))
@@ -175,7 +182,7 @@ def ambiguity_figure(rec, height: int = 520) -> go.Figure:
     return fig
 
 
-def ambiguity_dist_figure(rec, height_per_branch: int = 240, eagle3: bool = False) -> go.Figure:
+def ambiguity_dist_figure(rec, height_per_branch: int = 215, eagle3: bool = False) -> go.Figure:
     """Per branch: the target's next-token distribution and each head's draft over the same tokens, the target's
     next token first (bold); each panel's title gives the measure for that branch."""
     rec = as_dict(rec)
@@ -190,10 +197,10 @@ def ambiguity_dist_figure(rec, height_per_branch: int = 240, eagle3: bool = Fals
         pre = rec["prefix"] if len(rec["prefix"]) <= 14 else "…" + rec["prefix"][-13:]
         head = f"after “{esc(pre)}<b>{esc(show_token(b['text']))}</b>”"
         if mb:
-            q = " · ".join(f"{HEADS[h][0].split()[0]} {share(mb['q'][h])}" for h in heads)
+            q = " · ".join(f"{HEADS[h][0].split()[0]} {esc(share(mb['q'][h]))}" for h in heads)
             head += f" → “{esc(show_token(mb['next_text']))}”<br>{q}"
         titles.append(head)
-    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.6 / len(brs), subplot_titles=titles)
+    fig = make_subplots(rows=len(brs), cols=1, vertical_spacing=0.42 / len(brs), subplot_titles=titles)
     keys = {"shifted": "vocab_shifted", "unshifted": "vocab_unshifted", "eagle3": "vocab_eagle3"}
     for r, br in enumerate(brs, start=1):
         order = sorted(range(len(br["vocab"])), key=lambda k: -br["vocab"][k]["prob"])[:6]
@@ -217,7 +224,7 @@ def ambiguity_dist_figure(rec, height_per_branch: int = 240, eagle3: bool = Fals
                 legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=13)))
     fig.update_layout(margin=dict(l=50, r=10, t=70, b=90))
     for a in fig.layout.annotations:
-        a.font = dict(size=13)
+        a.font = dict(size=14)
     return fig
 
 
@@ -226,10 +233,10 @@ def ambiguity_payoff_figure(rec, eagle3: bool = False) -> go.Figure:
     t = payoff_totals(rec, eagle3)
     if not t:
         return empty_figure("No payoff measured for this record: press Compute", height=220)
-    heads = [h for h in t["heads"]]
+    heads = t["heads"]
     cats = ["all branches"] + [f"after “{show_token(x)}”" for x in t["branches"]]
     fig = go.Figure()
-    for h in reversed(heads):          # horizontal bars list the first trace at the bottom
+    for h in heads:                    # the y axis runs top down: each group lists shifted, unshifted, EAGLE-3
         name, colour, pattern = HEADS[h]
         vals = [t[h]["tau"]] + t[h]["per_branch"]
         cyc = [t[h]["cycles"]] + t[h]["cycles_per_branch"]
@@ -243,7 +250,7 @@ def ambiguity_payoff_figure(rec, eagle3: bool = False) -> go.Figure:
     fig.add_annotation(x=1, y=1, yref="paper", text="plain decoding: 1", showarrow=False, xanchor="left",
                        yanchor="bottom", font=dict(size=12, color="#666"))
     base_layout(fig, "Tokens per EAGLE cycle, T = 0", height=150 + 34 * len(heads) * len(cats),
-                legend=dict(orientation="h", y=-0.12, yanchor="top", x=0, font=dict(size=13), traceorder="reversed"))
+                legend=dict(orientation="h", y=-0.12, yanchor="top", x=0, font=dict(size=13)))
     fig.update_layout(barmode="group", margin=dict(l=10, r=30, t=70, b=40), bargap=0.25)
     fig.update_xaxes(range=[0, top * 1.18 + 0.2], gridcolor="#eee", title="tokens per cycle (mean accepted length)",
                      title_font=dict(size=13))
@@ -265,8 +272,8 @@ def head_name(path: str) -> str:
 
 
 def ambiguity_html(rec, eagle3: bool = False) -> str:
-    """The text under the figures: the measure, branch by branch in a table (with each branch's payoff), and where
-    the numbers come from."""
+    """The text under the figures: the measure (branch by branch in a table), the payoff in tokens, and where the
+    numbers come from."""
     rec = as_dict(rec)
     if not rec:
         return ""
@@ -279,7 +286,7 @@ def ambiguity_html(rec, eagle3: bool = False) -> str:
         parts.append(f"<p><b>The measure</b> ({MEASURE}): {esc(measure_sentence(m))}.")
         if "eagle3" in heads:
             k3 = sum(b["q"]["eagle3"] > b["q"]["unshifted"] for b in m["branches"])
-            parts[-1] += (f" The EAGLE-3 head gives it {share(m['mean']['eagle3'])} on average, more than the "
+            parts[-1] += (f" The EAGLE-3 head gives it {esc(share(m['mean']['eagle3']))} on average, more than the "
                           f"unshifted head after {k3} of {m['n']}.")
             if m["mean"]["eagle3"] < m["mean"]["shifted"] and rec.get("context", "plain text") == "plain text":
                 parts[-1] += (" Both the shifted and the EAGLE-3 head learned from chat replies only: tick “as the "
@@ -290,25 +297,25 @@ def ambiguity_html(rec, eagle3: bool = False) -> str:
                      (f"; the EAGLE-3 head's {t['eagle3']['tau']:.2f}" if "eagle3" in t["heads"] else "") +
                      ". A cycle keeps the drafted tokens the target accepts plus one token of its own, so 1.00 is "
                      "plain decoding.</p>")
-    hdr = "".join(f"<th>{HEADS[h][0]}</th>" for h in heads)
-    pay_heads = [h for h in (t.get("heads") or []) if h in heads]
-    pay_hdr = "".join(f"<th>{HEADS[h][0]}</th>" for h in pay_heads)
+    # narrow enough for a phone (three columns, whatever the heads shown): each probability under its token, the
+    # heads' numbers stacked in one cell, the ▲/▼ cue on the shifted head's line
+    pad = "padding:4px 6px;white-space:normal;vertical-align:top"
+    td = f"<td style='{pad}'>"
+    small = lambda x: f"<br><small>{x}</small>"   # noqa: E731
     rows = []
-    for i, b in enumerate(m["branches"]):
-        glyph = "▲ higher" if b["higher"] else "▼ not higher"
-        qs = "".join(f"<td>{share(b['q'][h])}</td>" for h in heads)
-        pay = "".join(f"<td>{t[h]['per_branch'][i]:.2f}</td>" for h in pay_heads) if t and i < len(
-            t["branches"]) and t["branches"][i] == b["text"] else "<td>–</td>" * len(pay_heads)
-        rows.append(f"<tr><td><b>{tok(b['text'])}</b></td><td>{pct(b['p'])}</td><td><b>{tok(b['next_text'])}</b> "
-                    f"({pct(b['next_p'])})</td>{qs}<td>{glyph}</td>{pay}</tr>")
+    for b in m["branches"]:
+        qs = "<br>".join(f"<span style='white-space:nowrap'>{('▲ ' if b['higher'] else '▼ ') if h == 'shifted' else ''}"
+                         f"{HEADS[h][0].replace(' head', '')} <b>{esc(share(b['q'][h]))}</b></span>" for h in heads)
+        rows.append(f"<tr>{td}<b>{tok(b['text'])}</b>{small('p ' + pct(b['p']))}</td>"
+                    f"{td}<b>{tok(b['next_text'])}</b>{small('p ' + pct(b['next_p']))}</td>{td}{qs}</td></tr>")
     table = ""
     if rows:
-        table = ("<div style='overflow-x:auto'><table class='el-table'>"
-                 f"<tr><th rowspan='2'>branch t</th><th rowspan='2'>target p of t</th>"
-                 f"<th rowspan='2'>target's next token</th><th colspan='{len(heads)}'>{MEASURE}</th>"
-                 f"<th rowspan='2'>shifted vs unshifted</th>"
-                 + (f"<th colspan='{len(pay_heads)}'>tokens per cycle</th>" if pay_heads else "") + "</tr>"
-                 f"<tr>{hdr}{pay_hdr}</tr>" + "".join(rows) + "</table></div>")
+        table = (f"<table class='el-table' style='font-size:14px'><tr><th style='{pad}'>branch&nbsp;t</th>"
+                 f"<th style='{pad}'>the target's next token</th><th style='{pad}'>{MEASURE}, by head</th></tr>"
+                 + "".join(rows) + "</table>"
+                 "<p><small>▲: the shifted head's draft gives the target's next token more probability than the "
+                 "unshifted head's; ▼: not more. Each branch's tokens per cycle: the “Tokens per cycle” "
+                 "figure.</small></p>")
     toks = " · ".join(tok(x) for x in rec["prefix_tokens"])
     ctx = f" (as {esc(rec['context'])})" if rec.get("context") and rec["context"] != "plain text" else ""
     names = (f"shifted <code>{esc(head_name(rec['shifted_head']))}</code>, unshifted "

@@ -60,8 +60,8 @@ def shape_words(cfg: DecodeConfig) -> str:
     if cfg.draft == "chain":
         return f"a chain of {cfg.depth} drafted tokens"
     if cfg.draft == "dynamic":
-        return f"an EAGLE-2 dynamic tree (depth {cfg.depth}, top-k {cfg.top_k}, {cfg.total_tokens} tokens)"
-    return f"the static tree {cfg.tree} ({spec.max_nodes - 1} drafted tokens)"
+        return f"an EAGLE-2 dynamic tree of depth {cfg.depth}, top-k {cfg.top_k} and {cfg.total_tokens} tokens"
+    return f"the static tree {cfg.tree} of {spec.max_nodes - 1} drafted tokens"
 
 
 class PayoffRun:
