@@ -8,6 +8,8 @@
 // d * q is exact in fp32 (an 11-bit significand times a 4- or 8-bit integer), so fma(d, q, m) rounds d*q + m once,
 // as the reference's (d * q) + m does: the weights computed here equal the reference's exactly.
 //
+// (The loops over a tile's rows are unrolled: GCC otherwise keeps the accumulators on the stack.)
+//
 // Row independence: every output y[r, n] is computed by the same sequence of operations whatever other rows share
 // the call (rows are tiled, but a row's accumulators and their order do not depend on the tile) and whatever the
 // thread count (threads split the output features, never the sum). So a tree pass and one-token steps give every
@@ -79,16 +81,19 @@ template <int R>
 inline void dot_rows(int type, const uint8_t* row, int64_t nb, int64_t bytes, const float* x, int64_t K,
                      float* y, int64_t N) {
   __m512 a0[R], a1[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
     __m512 w0, w1;
     block_vectors(type, row + j * bytes, w0, w1);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const float* xr = x + r * K + j * QK;
       a0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xr), a0[r]);
       a1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xr + 16), a1[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) y[r * N] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
 }
 
@@ -99,24 +104,33 @@ inline void dot_rows(int type, const uint8_t* row, int64_t nb, int64_t bytes, co
 template <int R, int NT>
 inline void dot_tile(const float* w, int64_t nb, const float* x, int64_t K, float* y, int64_t N) {
   __m512 a0[R][NT], a1[R][NT];
-  for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+  }
   for (int64_t j = 0; j < nb; ++j) {
     __m512 w0[NT], w1[NT];
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       w0[t] = _mm512_loadu_ps(w + t * K + j * QK);
       w1[t] = _mm512_loadu_ps(w + t * K + j * QK + 16);
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 x0 = _mm512_loadu_ps(x + r * K + j * QK), x1 = _mm512_loadu_ps(x + r * K + j * QK + 16);
+      #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         a0[r][t] = _mm512_fmadd_ps(w0[t], x0, a0[r][t]);
         a1[r][t] = _mm512_fmadd_ps(w1[t], x1, a1[r][t]);
       }
     }
   }
-  for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) y[r * N + t] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+  }
 }
 
 template <int NT>
@@ -140,11 +154,13 @@ inline void dot_rows(int type, const uint8_t* row, int64_t nb, int64_t bytes, co
   float w[QK];
   for (int64_t j = 0; j < nb; ++j) {
     dequant_block(type, row + j * bytes, w);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const float* xr = x + r * K + j * QK;
       for (int i = 0; i < QK; ++i) acc[r][i] = std::fma(w[i], xr[i], acc[r][i]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float s = 0.f;
     for (int i = 0; i < QK; ++i) s += acc[r][i];
