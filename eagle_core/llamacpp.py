@@ -72,8 +72,10 @@ class LlamaRun:
     prompt_tokens: int | None = None
     drafted: int | None = None        # speculative only: draft tokens proposed and accepted, verify passes
     accepted: int | None = None
-    drafts: int | None = None
+    drafts: int | None = None         # speculative: verify passes after the prompt's (tokens - accepted)
+    eos: bool = False                 # it ended on an end-of-generation token (not in `text`)
     accept_lengths: list[int] | None = None   # speculative: drafted tokens kept, cycle by cycle (its debug log)
+    cycle_drafts: list[list[int]] | None = None   # speculative: each cycle's drafted token ids (its debug log)
     command: list[str] = field(default_factory=list)
 
     @property
@@ -93,45 +95,97 @@ def _num(pattern: str, text: str, kind=float):
     return kind(m.group(1)) if m else None
 
 
-GREEDY = ["--temp", "0", "--top-k", "1", "--seed", "0", "--no-warmup"]
+GREEDY = ["--temp", "0", "--top-k", "1", "--seed", "0"]
+END_OF_TEXT = " [end of text]\n"        # llama-completion's mark of an end-of-generation token
+
+
+@dataclass
+class _Text:
+    text: str
+    eos: bool
+
+
+def completion_text(out: str) -> _Text:
+    """The generated text in llama-completion's stdout (--no-display-prompt): the text, then END_OF_TEXT when it
+    sampled an end-of-generation token, then two newlines of its own."""
+    if out.endswith("\n\n"):
+        out = out[:-2]
+    if out.endswith(END_OF_TEXT):
+        return _Text(out[:-len(END_OF_TEXT)], True)
+    return _Text(out, False)
+
+
+def speculative_text(out: str, prompt: str) -> str:
+    """The generated text in llama-speculative-simple's stdout: two newlines, the prompt as it read it, the text,
+    then four newlines of its own."""
+    head = "\n\n" + prompt
+    if not out.startswith(head):
+        raise RuntimeError("llama-speculative-simple echoed another prompt than the one given (its tokenizer read "
+                           f"it otherwise): {out[:200]!r}")
+    body = out[len(head):]
+    return body[:-4] if body.endswith("\n\n\n\n") else body
 
 
 def generate_plain(model: str, prompt: str, max_new_tokens: int, n_threads: int | None = None,
                    ctx: int = 4096, timeout: float = 600) -> LlamaRun:
-    """Greedy plain decoding by llama-completion; its eval timing gives the time of the generated tokens."""
+    """Greedy plain decoding by llama-completion. Its seconds: its prompt eval time + eval time (the prompt's pass,
+    which samples the first token, and one pass a later token), as our methods' seconds hold the prefill too."""
     cmd = [tool("llama-completion"), "-m", model, "-p", prompt, "-n", str(max_new_tokens), "-c", str(ctx),
-           "-t", str(n_threads or threads()), "-no-cnv", "--no-display-prompt", "--simple-io"] + GREEDY
+           "-t", str(n_threads or threads()), "-no-cnv", "--no-display-prompt", "--simple-io", "--no-warmup"] + GREEDY
     out, err = _run(cmd, timeout)
-    # common_perf_print: "eval time =   812.34 ms /    63 runs   (   12.89 ms per token,    77.56 tokens per second)"
-    m = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", err)
-    if m is None:
+    # common_perf_print: "prompt eval time = 34.58 ms / 6 tokens (...)", "eval time = 130.94 ms / 13 runs (...)"
+    pm = re.search(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens", err)
+    m = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", err.replace("prompt eval time", ""))
+    if m is None or pm is None:
         raise RuntimeError(f"llama-completion printed no eval timing: {err.strip()[-600:]}")
-    ms, runs = float(m.group(1)), int(m.group(2))
-    prompt_tokens = _num(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens", err, int)
-    text = out
-    # its first generated token is sampled from the prompt pass: eval runs count the later ones
-    new = runs + 1
-    return LlamaRun(text=text, new_tokens=new, seconds=ms / 1000, tokens_per_second=runs / (ms / 1000) if ms else 0,
-                    prompt_tokens=prompt_tokens, command=cmd)
+    seconds = (float(pm.group(1)) + float(m.group(1))) / 1000
+    new = int(m.group(2)) + 1                 # the prompt's pass sampled the first token
+    t = completion_text(out)
+    return LlamaRun(text=t.text, new_tokens=new, seconds=seconds, tokens_per_second=new / seconds if seconds else 0,
+                    prompt_tokens=int(pm.group(2)), eos=t.eos, command=cmd)
 
 
 def generate_eagle3(model: str, draft: str, prompt: str, max_new_tokens: int, k: int = 3,
-                    n_threads: int | None = None, ctx: int = 4096, timeout: float = 600) -> LlamaRun:
+                    n_threads: int | None = None, ctx: int = 4096, timeout: float = 600,
+                    cycles_log: bool = False) -> LlamaRun:
     """Greedy speculative decoding by llama-speculative-simple with an EAGLE-3 head as its draft model (a chain of
-    at most k drafted tokens a cycle); its own decoded-token timing and draft counters."""
+    k drafted tokens a cycle, fewer near the end). Its seconds: its encode time (the prompt, target and head) +
+    decode time; its counters: drafted, accepted, tokens. cycles_log: run it verbose and read every cycle's
+    accepted count and drafted tokens from its debug log (slower: not for timing)."""
     cmd = [tool("llama-speculative-simple"), "-m", model, "-md", draft, "--spec-type", "draft-eagle3",
            "--spec-draft-n-max", str(k), "-p", prompt, "-n", str(max_new_tokens), "-c", str(ctx),
-           "-t", str(n_threads or threads())] + GREEDY
+           "-t", str(n_threads or threads()), "--log-colors", "off"] + GREEDY + (["-v"] if cycles_log else [])
     out, err = _run(cmd, timeout)
-    both = out + "\n" + err
-    # "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s", then n_draft / n_predict / n_drafted / n_accept
-    m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", both)
-    if m is None:
+    # "encoded %4d tokens in %8.3f seconds", "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s", then
+    # "n_draft = k", "n_predict", "n_drafted", "n_accept"
+    enc = re.search(r"encoded\s+(\d+) tokens in\s+([\d.]+) seconds", err)
+    m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", err)
+    if m is None or enc is None:
         raise RuntimeError(f"llama-speculative-simple printed no timing: {err.strip()[-800:]}")
-    drafted, accepted = _num(r"n_drafted\s*=\s*(\d+)", both, int), _num(r"n_accept\s*=\s*(\d+)", both, int)
-    return LlamaRun(text=out, new_tokens=int(m.group(1)), seconds=float(m.group(2)),
-                    tokens_per_second=float(m.group(3)), drafted=drafted, accepted=accepted,
-                    drafts=_num(r"n_draft(?:s)?\s*=\s*(\d+)", both, int), command=cmd)
+    new, drafted, accepted = int(m.group(1)), _num(r"n_drafted\s*=\s*(\d+)", err, int), \
+        _num(r"n_accept\s*=\s*(\d+)", err, int)
+    seconds = float(enc.group(2)) + float(m.group(2))
+    run = LlamaRun(text=speculative_text(out, prompt), new_tokens=new, seconds=seconds,
+                   tokens_per_second=new / seconds if seconds else 0, prompt_tokens=int(enc.group(1)),
+                   drafted=drafted, accepted=accepted, drafts=new - (accepted or 0), command=cmd,
+                   eos=new < max_new_tokens)      # it stops early only on an end-of-generation token
+    if cycles_log:
+        run.accept_lengths = [int(a) for a in re.findall(r"accepted (\d+)/\d+ draft tokens", err)]
+        run.cycle_drafts = _drafted_tokens(err)
+    return run
+
+
+def _drafted_tokens(log: str) -> list[list[int]]:
+    """Each cycle's drafted token ids (candidate 0 at positions 0, 1, ...) from the speculative debug log."""
+    cycles, cur = [], []
+    for pos, tid in re.findall(r"draft candidate\s+0, pos\s+(\d+):\s+(\d+)", log):
+        if int(pos) == 0 and cur:
+            cycles.append(cur)
+            cur = []
+        cur.append(int(tid))
+    if cur:
+        cycles.append(cur)
+    return cycles
 
 
 def pass_costs(model: str, rows=(1, 2, 4, 8, 16, 26), prefix: int = 256, reps: int = 5,

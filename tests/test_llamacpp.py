@@ -101,35 +101,44 @@ def test_export_is_llamacpps_eagle3_layout(three_layer_target, tmp_path):
 @pytest.mark.model
 def test_llamacpp_decodes_with_the_shipped_eagle3_head(tmp_path):
     """llama.cpp runs the exported shipped head (a chain of 3) beside the embedded Q4_1 target: at T = 0 it decodes
-    what llama.cpp's plain decoding decodes, and it accepts drafts at about our engine's rate with the same head
-    and chain. Not equal counts: llama.cpp computes with the GGUF's 4-bit blocks and 8-bit activations, our engine
-    in fp32 on the dequantized weights, so the two greedy texts part after a while and the drafts are judged on
-    different continuations (the closing note of issue 39 gives the numbers)."""
+    what llama.cpp's plain decoding decodes (up to near-ties of its two kernels, told by the fp32 margin), and, drafting from the same place as our engine with the same head
+    and chain while the two texts agree, it drafts the same tokens (all but near-ties: llama.cpp computes with the
+    GGUF's 4-bit blocks and 8-bit activations, our engine in fp32 on the dequantized weights, so the texts also
+    part after a while). A misread layout (layer order, norms, d2t, the rope layout of q/k) drafts other tokens
+    from the first cycle."""
     need_llamacpp("converter", "llama-completion", "llama-speculative-simple")
+    from eagle_core.bench.llamacpp import compare_cycles, llamacpp_part
     from eagle_core.bench.prompts import load_prompts
-    from eagle_core.bench.vllm import ours_chain
     from eagle_core.model.head import resolve_head
     target = load_target(None, device="cpu", dtype=torch.float32, pack=False)
     head = resolve_head("eagle3", target)
     out = el.export_llamacpp(target, head, str(tmp_path))
     gguf = ex.embedded_target_gguf()
     n, k = 48, 3
-    drafted = accepted = ours_drafted = ours_accepted = 0
-    for item in load_prompts("humaneval", 3):
+    compared = same_first = same_chain = parts = tried = 0
+    for item in load_prompts("humaneval", 4):
         ids = target.render_prompt(item["prompt"])
         prompt = target.tokenizer.decode(ids, skip_special_tokens=False)
         plain = llamacpp.generate_plain(gguf, prompt, n)
         spec = llamacpp.generate_eagle3(gguf, out["gguf"], prompt, n, k=k)
-        assert plain.prompt_tokens == len(ids)
-        assert spec.text == plain.text, (item["id"], spec.text, plain.text)
-        assert spec.drafted > 0
-        drafted, accepted = drafted + spec.drafted, accepted + spec.accepted
-        c = ours_chain(target, head, [ids], n, k)["counters"]
-        ours_drafted, ours_accepted = ours_drafted + c["num_draft_tokens"], ours_accepted + c["num_accepted_tokens"]
-    ours = ours_accepted / ours_drafted
-    theirs = accepted / drafted
-    assert theirs > 0.1, (theirs, ours)          # a misread layout (layer order, d2t, norms) accepts ~nothing
-    assert abs(theirs - ours) < 0.12, (theirs, ours)
+        assert plain.prompt_tokens == spec.prompt_tokens
+        if plain.prompt_tokens != len(ids):
+            continue    # llama.cpp split a whitespace run otherwise (HumanEval/2): not the same input as ours
+        tried += 1
+        # its last cycle may accept past n: the same tokens up to where plain decoding stopped, or parted at a
+        # near-tie of llama.cpp's two kernels (the verify batch and the one-token pass)
+        a = target.tokenizer.encode(plain.text, add_special_tokens=False)
+        b = target.tokenizer.encode(spec.text, add_special_tokens=False)[:len(a)]
+        part = llamacpp_part(target, ids, a, b)
+        assert part is None or part["tie"], (item["id"], part)
+        parts += part is not None
+        assert spec.drafted > 0 and spec.accepted > 0
+        c = compare_cycles(target, head, ids, gguf, out["gguf"], n, k)
+        compared, same_first, same_chain = (compared + c["positions_compared"], same_first + c["same_first_draft"],
+                                            same_chain + c["same_chain"])
+    assert tried >= 3 and parts < tried     # not every prompt: a systematic difference is not a near-tie
+    assert compared >= 15, compared
+    assert same_first >= 0.85 * compared and same_chain >= 0.75 * compared, (same_first, same_chain, compared)
 
 
 class FakeEngine:
@@ -150,7 +159,7 @@ class FakeEngine:
                                  accepted=sum(self.lengths) if spec else None, accept_lengths=self.lengths)
 
 
-def test_the_benchmarks_llamacpp_methods(tiny_target):
+def test_the_benchmarks_llamacpp_methods(tiny_target, monkeypatch):
     """llamacpp / llamacpp-eagle3 in run_bench: the prompt goes to llama.cpp as the text of our rendered ids, its
     text comes back as the target's tokens, llamacpp-eagle3 is held to llamacpp's tokens (the same engine), tau from
     llama.cpp's cycles; a prompt llama.cpp counts otherwise, or T > 0, is refused with the reason."""
@@ -170,8 +179,8 @@ def test_the_benchmarks_llamacpp_methods(tiny_target):
     r = run_llamacpp_method(fake, t, ids, 8, 0.0)
     assert r["token_ids"] == want and r["seconds"] == 0.5
     assert fake.prompts[-1] == t.tokenizer.decode(ids, skip_special_tokens=False)
-    with pytest.raises(BenchError, match="tokenizers differ"):
-        run_llamacpp_method(FakeEngine(said, prompt_tokens=len(ids) + 1), t, ids, 8, 0.0)
+    other = run_llamacpp_method(FakeEngine(said, prompt_tokens=len(ids) + 1), t, ids, 8, 0.0)
+    assert other["llamacpp"]["prompt_tokens"] == len(ids) + 1 and other["llamacpp"]["prompt_tokens_ours"] == len(ids)
     with pytest.raises(BenchError, match="greedy"):
         run_llamacpp_method(fake, t, ids, 8, 0.7)
     spec = run_llamacpp_method(FakeEngine(said, len(ids), lengths=[2, 0, 3]), t, ids, 8, 0.0)
@@ -182,12 +191,16 @@ def test_the_benchmarks_llamacpp_methods(tiny_target):
             self.prompt_tokens = len(t.tokenizer.encode(prompt, add_special_tokens=False))
             return super().generate(prompt, n)
 
-    for other, mismatches in ((said, 0), (" Hello there, how are you?", 2)):
+    from eagle_core.bench import llamacpp as bl
+    for other, eps, mismatches, ties in ((said, 0.25, 0, 0), (" Hello there, how are you?", -1, 2, 0),
+                                         (" Hello there, how are you?", 1e9, 0, 2)):
+        monkeypatch.setattr(bl, "LLAMACPP_TIE_EPS", eps)      # a part within eps (fp32 margin) is a near-tie
         engines = {"llamacpp": PerPrompt(said), "llamacpp-eagle3": PerPrompt(other, lengths=[1, 1])}
         rep = br.run_bench(t, items, ["llamacpp", "llamacpp-eagle3"], {"eagle3": object()}, max_new_tokens=8,
                            progress=False, warmup=False, engines=engines, pass_costs=False)
         assert rep["config"]["mismatch_references"] == {"llamacpp-eagle3": "llamacpp"}
         assert rep["methods"]["llamacpp-eagle3"]["mismatches"] == mismatches
+        assert rep["methods"]["llamacpp-eagle3"]["tie_divergences"] == ties
         assert rep["methods"]["llamacpp"]["mismatches"] is None or rep["methods"]["llamacpp"]["mismatches"] == 0
     with pytest.raises(BenchError, match="needs llama.cpp"):
         br.run_bench(t, items, ["llamacpp"], {}, max_new_tokens=8, progress=False, warmup=False, pass_costs=False)

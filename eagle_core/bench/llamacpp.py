@@ -2,10 +2,12 @@
 `llamacpp-eagle3` (its speculative decoding with our EAGLE-3 head, exported by export_llamacpp.py).
 
 Each generation is one run of llama.cpp's own tool on the prompt (llamacpp.py): the seconds and the counters are
-llama.cpp's (its eval time for the generated tokens, its decode time and draft counters), so loading the files is
+llama.cpp's (its prompt and eval times, its encode and decode times and draft counters), so loading the files is
 not timed, as our methods' loading is not. The prompt goes in as the text of our rendered prompt ids (its chat
-template and special tokens), and llama.cpp's count of prompt tokens must equal ours. The generated text comes back
-as text and is tokenized again with the target's tokenizer for the report's token counts and comparisons.
+template and special tokens); llama.cpp tokenizes it itself, which splits a few whitespace runs otherwise than
+transformers (the result records both counts). The generated text comes back as text and is tokenized again with
+the target's tokenizer for the report's token counts and comparisons; llama-speculative-simple's last cycle may
+accept past the limit, and those tokens are cut (their time is not: a small bias against it).
 
 llama.cpp computes with the GGUF's 4-bit blocks and 8-bit activations (its Q4_1 x Q8_1 dot products), another
 numerical model than fp32: at T = 0 `llamacpp-eagle3` must decode what `llamacpp` decodes (the same engine), and
@@ -19,6 +21,11 @@ import tempfile
 from .errors import BenchError
 
 LLAMACPP_METHODS = ("llamacpp", "llamacpp-eagle3")
+# Where llama.cpp's speculative and plain decoding part at T = 0, a near-tie of its two kernels (a verify batch and
+# a one-token pass round 8-bit activations differently) is told by the margin between the two tokens' logits in
+# our fp32 target, a proxy for llama.cpp's own (which it does not print). Measured on HumanEval 0-4, 48 tokens:
+# they part on 3 of 5 prompts, at fp32 margins of 0.07, 0.07 and 0.16 (each time the fp32 top-2 or top-3).
+LLAMACPP_TIE_EPS = 0.25
 
 
 class LlamaCppEngine:
@@ -82,16 +89,18 @@ def run_llamacpp_method(engine: LlamaCppEngine, target, prompt_ids, max_new_toke
     tok = target.tokenizer
     prompt = tok.decode(list(prompt_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
     run = engine.generate(prompt, max_new_tokens)
-    if run.prompt_tokens is not None and run.prompt_tokens != len(prompt_ids):
-        raise BenchError(f"llama.cpp read the prompt as {run.prompt_tokens} tokens where ours has "
-                         f"{len(prompt_ids)}: the two tokenizers differ on it")
-    ids = tok.encode(run.text, add_special_tokens=False)
+    ids = tok.encode(run.text, add_special_tokens=False) + ([target.tokenizer.eos_token_id] if run.eos else [])
     stops = set(target.stop_token_ids)
     cut = next((i for i, t in enumerate(ids) if t in stops), None)
-    ids = ids[:cut] if cut is not None else ids
-    out = {"token_ids": ids, "new_tokens": run.new_tokens, "seconds": run.seconds, "forwards": run.new_tokens,
+    ids = ids[:cut + 1] if cut is not None else ids        # the stop token counts, as in our methods
+    ids = ids[:max_new_tokens]       # llama-speculative-simple's last cycle may accept past the limit
+    out = {"token_ids": ids, "new_tokens": len(ids), "seconds": run.seconds, "forwards": len(ids),
            "depth_counts": None, "llamacpp": {"tokens_per_second": run.tokens_per_second,
-                                              "prompt_tokens": run.prompt_tokens}}
+                                              "prompt_tokens": run.prompt_tokens,
+                                              # llama.cpp tokenizes the prompt's text itself and splits some
+                                              # whitespace runs otherwise than transformers ("\n    0": one
+                                              # token, ours two): the same text, another token count
+                                              "prompt_tokens_ours": len(prompt_ids)}}
     if run.drafted is not None:
         lengths = run.accept_lengths
         out["llamacpp"].update(drafted=run.drafted, accepted=run.accepted, cycles=len(lengths) if lengths else None)
@@ -99,3 +108,59 @@ def run_llamacpp_method(engine: LlamaCppEngine, target, prompt_ids, max_new_toke
             # one target pass per cycle after the prompt's: tau = tokens a pass
             out.update(forwards=1 + len(lengths), accept_lengths=lengths)
     return out
+
+
+def llamacpp_part(target, prompt_ids: list[int], a: list[int], b: list[int]) -> dict | None:
+    """Where two llama.cpp generations of one prompt part (None: they do not), with the fp32 margin between the
+    two tokens there and whether that is a near-tie by LLAMACPP_TIE_EPS."""
+    from ..decoding.divergence import divergence
+    d = divergence(target, list(prompt_ids), list(a), list(b), stock=True)
+    if d is None:
+        return None
+    return dict(d, tie=d["margin"] <= LLAMACPP_TIE_EPS)
+
+
+def compare_cycles(target, head, prompt_ids: list[int], target_gguf: str, head_gguf: str, max_new_tokens: int,
+                   k: int = 3) -> dict:
+    """llama.cpp's speculative cycles against our engine's with the same head and chain, drafted from the same
+    place while the two have committed the same tokens: how often the drafted chain (and its first token) is the
+    same, and how many of those drafts each accepted. A misread head (layer order, norms, d2t) drafts other tokens
+    from the start; the engines' numerics (llama.cpp: 4-bit weights, 8-bit activations; ours: fp32) flip a
+    near-tie now and then, and make the texts part after a while.
+
+    The cycles are matched by where they draft from, not by their number: llama.cpp keeps the prompt's last token
+    out of its prompt pass and drafts the first generated token too (its first cycle's root is the prompt's last
+    token), where our prefill samples that token and our first cycle drafts after it."""
+    from ..decoding.engine import DecodeConfig, EagleDecoder
+    from ..llamacpp import generate_eagle3
+    tok = target.tokenizer
+    prompt = tok.decode(list(prompt_ids), skip_special_tokens=False)
+    theirs = generate_eagle3(target_gguf, head_gguf, prompt, max_new_tokens, k=k, cycles_log=True)
+    if theirs.prompt_tokens != len(prompt_ids):
+        return {"skipped": f"llama.cpp read the prompt as {theirs.prompt_tokens} tokens, ours {len(prompt_ids)}",
+                "positions_compared": 0, "same_first_draft": 0, "same_chain": 0, "same_accept_length": 0}
+    dec = EagleDecoder(target, head, DecodeConfig(draft="chain", depth=k, max_new_tokens=max_new_tokens), prompt_ids)
+    ours, root = {}, 0           # root: index of the cycle's root among the generated tokens
+    while not dec.done:
+        rec = dec.step()
+        if rec.cycle > 0:
+            chain = [n.token_id for n in sorted(rec.nodes, key=lambda n: n.depth) if n.depth > 0]
+            ours[root] = (chain, rec.accept_length)
+            root += rec.accept_length + 1
+    their, root = {}, -1
+    for chain, acc in zip(theirs.cycle_drafts or [], theirs.accept_lengths or []):
+        their[root] = (chain, acc)
+        root += acc + 1
+    our_ids = list(dec.new_ids)
+    their_ids = tok.encode(theirs.text, add_special_tokens=False)
+    same_until = next((i for i, (a, b) in enumerate(zip(our_ids, their_ids)) if a != b), min(len(our_ids),
+                                                                                           len(their_ids)))
+    common = sorted(r for r in set(ours) & set(their) if r < same_until)
+    return {"positions_compared": len(common),
+            "same_first_draft": sum(ours[r][0][:1] == their[r][0][:1] for r in common),
+            "same_chain": sum(ours[r][0] == their[r][0][:len(ours[r][0])] for r in common),
+            "same_accept_length": sum(ours[r][1] == their[r][1] for r in common),
+            "tokens_same_until": same_until, "tokens": len(our_ids),
+            "ours": {"cycles": len(ours), "drafted": sum(len(c) for c, _ in ours.values()),
+                     "accepted": sum(a for _, a in ours.values())},
+            "llamacpp": {"cycles": len(their), "drafted": theirs.drafted, "accepted": theirs.accepted}}

@@ -253,8 +253,12 @@ def _mark_divergences(target, per_prompt: dict, refs: dict, rendered, eps_pair: 
             d = first_divergence(r["token_ids"], ref["token_ids"])
             r["diverged_at"] = d
             r["tie"] = False
-            if m in LLAMACPP_METHODS:
-                continue          # a near-tie of llama.cpp's numerics cannot be measured with our target
+            if m in LLAMACPP_METHODS:     # llama.cpp's near-tie, by the fp32 proxy (bench/llamacpp.py)
+                from .llamacpp import llamacpp_part
+                part = llamacpp_part(target, rendered[r["prompt"]][1], ref["token_ids"], r["token_ids"]) \
+                    if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])) else None
+                r["tie"] = bool(part and part["tie"])
+                continue
             if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])):
                 r["tie"] = near_tie(target, rendered[r["prompt"]][1], ref["token_ids"][:d], eps, stock=stock)
 
