@@ -4,10 +4,11 @@ Chromium (tiny target): on the Lens (after a Step, and at one beat of Play), on 
 page, resized, so the run stays short).
 
 In each figure no two text labels overlap (the title, subplot titles and other annotations, the tree's and the
-beats' node labels, axis titles, legend entries, tick labels against everything but other tick labels), none runs
+beats' node boxes measured with their padding and border, axis titles, legend entries, tick labels against
+everything but other tick labels), none runs
 past the figure's edge, the gradio label of the gr.Plot block covers none of them, and every panel that holds data
-is shown; on a phone-narrow plot the panels are stacked (no two side by side). (test_browser_lesson.py's
-OVERLAPS_JS checks the tree's node boxes, borders included.) A failure lists every offending pair by its texts.
+is shown; on a phone-narrow plot the panels are stacked (no two side by side). A failure lists every offending pair
+by its texts. test_tree_boxes_never_overlap steps through several cycles' trees at each size (issue 38.5).
 """
 import time
 
@@ -34,11 +35,14 @@ MEASURE_JS = """() => {
     const name = `[${lab ? txt(lab) : 'plot'}] ${cut(head ? txt(head) : '')}`;
     const anns = el._fullLayout.annotations || [];
     const items = [];
-    const add = (kind, e) => { const r = e.getBoundingClientRect(), t = txt(e); if (vis(r) && t) items.push({kind, r, t}); };
+    const add = (kind, e, te) => { const r = e.getBoundingClientRect(), t = txt(te || e); if (vis(r) && t) items.push({kind, r, t}); };
     el.querySelectorAll('.g-gtitle text.gtitle, .g-gtitle text.gtitle-subtitle').forEach((e) => add('title', e));
     el.querySelectorAll('.infolayer g.annotation').forEach((g) => {
       const a = anns[+g.getAttribute('data-index')] || {}, t = g.querySelector('.annotation-text');
-      if (t) add((a.name || '').startsWith('node-') || !clear(a.bgcolor) ? 'node box' : 'annotation', t);
+      // a node box is measured by its whole box, padding and border included (issue 38.6): two boxes that touch
+      // their texts apart still overlap on screen
+      const box = g.querySelector('.annotation-text-g') || t;
+      if (t) (a.name || '').startsWith('node-') || !clear(a.bgcolor) ? add('node box', box, t) : add('annotation', t);
     });
     el.querySelectorAll('.infolayer text').forEach((e) => {
       if (/^[xy]\\d*title$/.test(e.getAttribute('class') || '')) add('axis title', e); });
@@ -58,7 +62,9 @@ MEASURE_JS = """() => {
         if (same(a, b, 'tick label')) continue;
         const ox = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
         const oy = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
-        if (ox > 2 && oy > 2) bad.push(`${name}: ${a.kind} “${cut(a.t)}” overlaps ${b.kind} “${cut(b.t)}”`);
+        // two node boxes keep a gap: their borders (up to 3 px, half of it outside the box) must not touch
+        const gap = same(a, b, 'node box') ? -3 : 2;
+        if (ox > gap && oy > gap) bad.push(`${name}: ${a.kind} “${cut(a.t)}” overlaps ${b.kind} “${cut(b.t)}”`);
       }
     }
     // every panel that holds data is shown; on a phone-narrow plot they are stacked, one per row
@@ -213,3 +219,38 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
         browser.close()
     assert not problems, f"{len(problems)} figure problems:\n" + "\n".join(problems)
     assert prefit[0] >= 3, f"only {prefit[0]} figures were fitted before drawing: the check above compared nothing"
+
+
+def test_tree_boxes_never_overlap(server):  # noqa: F811
+    """The Lens's draft tree at each size, its node boxes measured whole (padding and border): none overlaps or
+    touches another box, a tick label, the title or the legend, and none is cut at the figure's edge (issue 38.5:
+    boxes overlapped at 1280x720 in presenter mode and on a 390 px phone). The trees: the recorded run's (the real
+    model's tokens; the cycle slider, before any Step), then live cycles of this server's target."""
+    problems = []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for size, (w, h, presenter) in SIZES.items():
+            page = browser.new_page(viewport={"width": w, "height": h})
+            page.goto(server)
+            page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
+            if presenter:
+                page.get_by_label("Presenter mode (large type)").set_checked(True)
+            cycle_box = page.locator("#el-cycle input[type=number]")
+            for cycle in range(1, 13):
+                cycle_box.fill(str(cycle))
+                cycle_box.press("Enter")
+                page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?"
+                                       f".startsWith('Cycle {cycle}:')", timeout=30000)
+                settle(page)
+                out = page.evaluate(MEASURE_JS)
+                problems += [f"{size}, recorded cycle {cycle}: {b}" for b in out["bad"] if b.startswith("[Draft tree]")]
+            for cycle in range(5):
+                page.locator("#el-step").click()
+                page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?"
+                                       f".startsWith('Cycle {cycle}:')", timeout=30000)
+                settle(page)
+                out = page.evaluate(MEASURE_JS)
+                problems += [f"{size}, live cycle {cycle}: {b}" for b in out["bad"] if b.startswith("[Draft tree]")]
+            page.close()
+        browser.close()
+    assert not problems, f"{len(problems)} tree problems:\n" + "\n".join(problems)

@@ -1,8 +1,11 @@
 """The generated text: one mark per meaning. The kind of a token (drafted and accepted / the target's bonus /
 the target's correction) is its underline style and glyph, the cycle that committed it is a band that alternates
 white / grey from cycle to cycle; colour is never the only cue. Every token carries data attributes (cycle, tree
-node, kind) so that the page links it to the draft tree (views/js/lens.js)."""
+node, kind) so that the page links it to the draft tree (views/js/lens.js). Right-to-left text reads from the right
+with its letters joined (RTL_OPEN)."""
 from __future__ import annotations
+
+import unicodedata
 
 from eagle_core.model.token_bytes import join_pieces
 
@@ -14,6 +17,13 @@ KIND_TEXT = {"draft": "drafted by the head, accepted by the target",
              "bonus": "the target's own bonus token (after the accepted drafts)",
              "correction": "the target's own correction (where a draft was rejected)"}
 PROMPT_SHOWN = 160       # a longer prompt is shown shortened (the full text one click away)
+# A run of right-to-left tokens (Arabic, Hebrew) is one isolated right-to-left element, so it reads from the right
+# inside any text (the bidi algorithm would otherwise lay each token's box out in the paragraph's order). Inside it
+# the tokens stay spans (hover, click, the tree link) and keep their underline (the kind) and band (the cycle):
+# neither breaks Arabic letters' joining; the bold type and the ★ / ◆ glyph after a token do (a glyph between two
+# letters, or a bold letter from another face), so a run draws none (the underline style and the hover title say
+# the kind).
+RTL_OPEN = "<span class='el-rtl' dir='rtl'>"
 
 LEGEND = ("<div class='el-legend'><b>Kind</b> = the line under a token: "
           "<span class='el-key'><span class='el-tok el-draft'>word</span> solid: drafted by the head, accepted "
@@ -39,6 +49,9 @@ CSS = """
                                          margin-left: 1px; text-decoration: none; display: inline-block;}
 .el-bonus::after {content: "★"; color: #1f6fa8;}
 .el-correction::after {content: "◆"; color: #b57a00;}
+.el-rtl {unicode-bidi: isolate;}
+.el-rtl .el-bonus, .el-rtl .el-correction {font-weight: inherit;}
+.el-rtl .el-bonus::after, .el-rtl .el-correction::after {content: none;}
 .el-cyc {padding: 3px 0; border-radius: 3px;}
 .el-cyc-even {background: #ffffff;} .el-cyc-odd {background: #dfe4ec;}
 .el-cyc.el-current {outline: 2px solid #222; outline-offset: 0;}
@@ -52,6 +65,34 @@ CSS = """
 .el-prompt-full {white-space: pre-wrap; word-break: break-word; max-height: 9em; overflow-y: auto; font-style: normal;
                  border-left: 3px solid #ccd; padding-left: 6px;}
 """
+
+
+def _strong(ch: str) -> str | None:
+    """"rtl" / "ltr" for a character with a strong direction (Arabic, Hebrew / Latin, Chinese, ...), else None."""
+    b = unicodedata.bidirectional(ch)
+    return "rtl" if b in ("R", "AL") else "ltr" if b == "L" else None
+
+
+def first_strong(text: str) -> str | None:
+    return next((d for d in map(_strong, text) if d), None)
+
+
+def rtl_runs(texts: list[str]) -> list[bool]:
+    """Which pieces of text belong to a right-to-left run: from a piece with a right-to-left letter to the last such
+    piece before a left-to-right letter or a new line, neutral pieces between them (spaces, digits, punctuation)
+    included. The page draws each run as one isolated right-to-left element (RTL_OPEN)."""
+    out = [False] * len(texts)
+    start = None                                    # the open run's first piece
+    for i, t in enumerate(texts):
+        dirs = {d for d in map(_strong, t) if d}
+        if "rtl" in dirs and "ltr" not in dirs and "\n" not in t:
+            if start is None:
+                start = i
+            for j in range(start, i + 1):           # the neutrals since the run's last letter join it
+                out[j] = True
+        elif dirs or "\n" in t:
+            start = None
+    return out
 
 
 def _vis(text: str) -> str:
@@ -87,9 +128,17 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
             node = str(path[k]) if kind == "draft" and k < len(path) else "b"
             toks.append((r["cycle"], kind, node, tid, raw))
     # decode from the joined bytes: a character split over tokens is one span (marked as its last token)
-    body, open_cycle = [], None
-    for group, text in join_pieces([t[4] for t in toks]):
+    groups = join_pieces([t[4] for t in toks])
+    rtl = rtl_runs([text for _, text in groups])
+    body = []
+    open_cycle, in_run = None, False
+    for k, (group, text) in enumerate(groups):
         cyc, kind, node, _, _ = toks[group[-1]]
+        if rtl[k] != in_run:          # a right-to-left run begins or ends: the cycle's band is reopened inside it
+            if open_cycle is not None:
+                body.append("</span>")
+            body.append(RTL_OPEN if rtl[k] else "</span>")
+            in_run, open_cycle = rtl[k], None
         if cyc != open_cycle:
             if open_cycle is not None:
                 body.append("</span>")
@@ -107,9 +156,13 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
                     f"title='{esc_attr(title)}'>{vis[:len(vis) - len(tail)]}</span>{tail}")
     if open_cycle is not None:
         body.append("</span>")
+    if in_run:
+        body.append("</span>")
     if not body:
         body.append("<span style='color:#888'>(nothing generated yet: press Step or Run)</span>")
     shown = "" if last is None else f" data-shown='{last}'"
-    parts.append(f"<div class='el-text'{shown}>" + "".join(body) + "</div>")
+    # the panel's direction is its text's: an answer that starts in Arabic or Hebrew reads from the right
+    side = "rtl" if first_strong("".join(text for _, text in groups)) == "rtl" else "ltr"
+    parts.append(f"<div dir='{side}' class='el-text'{shown}>" + "".join(body) + "</div>")
     parts.append(LEGEND)
     return "\n".join(parts)

@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, KIND_GLYPHS, STATUS_COLOURS, STATUS_GLYPHS, STATUS_NAMES,
                      as_dict, esc, figure, layout_base, pct, show_token)
+from eagle_core.model.token_bytes import piece_bytes, piece_label
+
 from .rules import rule_sentence, source_sentence
 
 # the nodes are drawn as boxes (their labels): the legend's markers are boxes too, one shape per status (issue 38.5)
@@ -46,9 +48,51 @@ def tree_layout(g: nx.DiGraph, root: int = 0) -> dict[int, tuple[float, float]]:
     return pos
 
 
-def _hover(n: dict, sampling: bool) -> str:
+def piece_labels(rec: dict) -> tuple[dict[int, str], str | None]:
+    """The tokens that hold only part of a character (byte-level BPE splits an emoji or a Chinese character over
+    tokens), said with the character they build: {node: "🦅 (bytes 1–2 of 4)"} and the target's token's label (None:
+    whole characters). A token's bytes are read after its path's (the root's and its ancestors') and before the
+    tokens that follow it: along the accepted path and then the target's token, elsewhere the first-drafted child."""
+    nodes = {n["index"]: n for n in rec["nodes"]}
+    own = {i: piece_bytes(n["text"]) for i, n in nodes.items()}
+    bonus = piece_bytes(rec.get("bonus_text") or "")
+    path = [0] + list(rec.get("accepted_path") or [])
+    kids: dict[int, list[int]] = {}
+    for n in rec["nodes"]:
+        if n["parent"] >= 0:
+            kids.setdefault(n["parent"], []).append(n["index"])
+
+    def before(i: int) -> bytes:
+        out = b""
+        while nodes[i]["parent"] >= 0:
+            i = nodes[i]["parent"]
+            out = own[i] + out
+        return out
+
+    def after(i: int) -> bytes:
+        out = b""
+        while len(out) < 3:                   # a character is at most 4 bytes: 3 after its first are enough
+            if i in path:
+                k = path.index(i)
+                if k + 1 == len(path):
+                    return out + bonus
+                i = path[k + 1]
+            elif kids.get(i):
+                i = min(kids[i])
+            else:
+                break
+            out += own[i]
+        return out
+
+    labels = {i: lab for i in nodes if (lab := piece_label(before(i), own[i], after(i)))}
+    return labels, piece_label(before(path[-1]) + own[path[-1]], bonus) if path[-1] in nodes else None
+
+
+def _hover(n: dict, sampling: bool, piece: str | None = None) -> str:
     lines = [f"<b>{esc(show_token(n['text'], 30))}</b>  (node {n['index']}, depth {n['depth']})",
              f"status: {STATUS_NAMES.get(n['status'], n['status'])}"]
+    if piece:
+        lines.insert(1, f"part of a character: {esc(piece)}")
     if n["parent"] >= 0:
         lines += [f"draft q = {pct(n['q'])}", f"target p = {pct(n['p'])}",
                   f"cumulative score log q = {n['score']:.2f}"]
@@ -94,6 +138,8 @@ class _Tree:
     by: float
     kind: str                  # "bonus", "correction" or "first token"
     colour: str
+    pieces: dict[int, str]     # nodes that hold part of a character: the character they build (piece_labels)
+    bonus_piece: str | None
 
     @property
     def rows(self) -> int:
@@ -109,9 +155,10 @@ def _place(rec: dict) -> _Tree:
     sampling = rec.get("temperature", 0) > 0 or any(n.get("accept_prob") is not None for n in rec["nodes"])
     leaves = max(1, sum(1 for v in g if g.out_degree(v) == 0))
     kind = rec["bonus_kind"] if rec["cycle"] > 0 else "first token"
+    pieces, bonus_piece = piece_labels(rec)
     return _Tree(rec, g, pos, nodes, set(rec["accepted_path"]), last, sampling, leaves, bx=pos[last][0] + 1,
                  by=-leaves if len(nodes) > 1 else pos[last][1], kind=kind,
-                 colour=CORRECTION if kind == "correction" else BONUS)
+                 colour=CORRECTION if kind == "correction" else BONUS, pieces=pieces, bonus_piece=bonus_piece)
 
 
 def _edges(t: _Tree) -> list[dict]:
@@ -134,7 +181,8 @@ def _edges(t: _Tree) -> list[dict]:
 
 def _bonus_hover(t: _Tree) -> str:
     rec = t.rec
-    return (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{t.kind}: the target's own token"
+    piece = f"<br>part of a character: {esc(t.bonus_piece)}" if t.bonus_piece else ""
+    return (f"<b>{esc(show_token(rec['bonus_text'], 30))}</b><br>{t.kind}: the target's own token{piece}"
             f"<br>{source_sentence(rec)}")
 
 
@@ -149,7 +197,8 @@ def _markers(t: _Tree) -> list[dict]:
             marker=dict(symbol=MARKERS[status], size=14, color=STATUS_COLOURS[status],
                         opacity=[1.0 if status == "root" else 0.3 + 0.7 * nodes[i]["q"] for i in ids],
                         line=dict(width=0)),
-            hovertext=[_hover(nodes[i], t.sampling) for i in ids], hoverinfo="text", name=STATUS_NAMES[status],
+            hovertext=[_hover(nodes[i], t.sampling, t.pieces.get(i)) for i in ids], hoverinfo="text",
+            name=STATUS_NAMES[status],
             customdata=ids, visible=True if ids else "legendonly"))
     correction = t.kind == "correction"
     out.append(dict(type="scatter", x=[t.bx], y=[t.by], mode="markers",
@@ -169,13 +218,18 @@ def _labels(t: _Tree) -> list[dict]:
         col = STATUS_COLOURS[n["status"]]
         alpha = 1.0 if n["status"] in ("root", "accepted") else 0.35 + 0.65 * n["q"]
         glyph = STATUS_GLYPHS.get(n["status"], "")
-        labels.append(dict(x=x, y=y, text=(glyph + " " if glyph else "") + esc(show_token(n["text"])), showarrow=False,
+        # a piece of a character says which character it builds (its own bytes are in the hover)
+        token = show_token(t.pieces[i], 32) if i in t.pieces else show_token(n["text"])
+        labels.append(dict(x=x, y=y, text=(glyph + " " if glyph else "") + esc(token), showarrow=False,
                            font=dict(size=label_size, color="white" if n["status"] == "root" else "#111"),
                            bgcolor=_mix(col, alpha), bordercolor=col,
                            borderwidth=3 if i in t.path or i == 0 else 1, borderpad=4,
-                           hovertext=_hover(n, t.sampling), name=f"node-{i}", captureevents=i > 0))
+                           hovertext=_hover(n, t.sampling, t.pieces.get(i)), name=f"node-{i}",
+                           captureevents=i > 0))
     labels.append(dict(x=t.bx, y=t.by,
-                       text=f"{KIND_GLYPHS.get(t.kind, '★')} <b>{esc(show_token(t.rec['bonus_text']))}</b> ({t.kind})",
+                       text=f"{KIND_GLYPHS.get(t.kind, '★')} <b>"
+                            f"{esc(show_token(t.bonus_piece, 32) if t.bonus_piece else show_token(t.rec['bonus_text']))}"
+                            f"</b> ({t.kind})",
                        showarrow=False, font=dict(size=17, color="#111"), bgcolor=t.colour, bordercolor="#333",
                        borderwidth=2, borderpad=4, hovertext=_bonus_hover(t), xshift=0))
     return labels

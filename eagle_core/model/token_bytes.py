@@ -102,3 +102,85 @@ def join_pieces(token_bytes: list[bytes]) -> list[tuple[list[int], str]]:
     if pending:
         out.append((pending, display_text(buf)))
     return out
+
+
+_PIECE = re.compile(r"<((?:[0-9A-F]{2} )*[0-9A-F]{2})>")
+
+
+def piece_bytes(text: str) -> bytes:
+    """A token's bytes back from its display_text: "<F0 9F>" pieces as those bytes, the rest as UTF-8. (A token
+    whose own text reads like a piece, "<AB>", reads as that byte: display_text cannot tell them apart.)"""
+    out, at = b"", 0
+    for m in _PIECE.finditer(text or ""):
+        out += text[at:m.start()].encode("utf-8") + bytes.fromhex(m.group(1).replace(" ", ""))
+        at = m.end()
+    return out + (text or "")[at:].encode("utf-8")
+
+
+def _char_length(lead: int) -> int:
+    """The length of the UTF-8 character a byte starts (0: a continuation byte or not a lead byte)."""
+    return 1 if lead < 0x80 else 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else \
+        4 if 0xF0 <= lead <= 0xF4 else 0
+
+
+def piece_parts(before: bytes, own: bytes, after: bytes = b"") -> list[tuple[str, tuple | None]]:
+    """What a token's bytes `own` build, read with the bytes before it (the path it was drafted after) and after it
+    (the tokens drafted or committed after it): [(text, None)] for whole characters, and for a character the token
+    holds only part of, (that character, (first byte, last byte, its length)), bytes counted from 1 within the
+    character; the character is None where the bytes around do not complete it (then the text is the piece)."""
+    if not own:
+        return []
+    stream = before + own + after
+    o0, o1 = len(before), len(before) + len(own)
+    i = o0
+    while i > 0 and o0 - i < 3 and 0x80 <= stream[i] <= 0xBF:   # back to the lead byte of the first character
+        i -= 1
+    if i < o0 and i + _char_length(stream[i]) <= o0:
+        i = o0                            # the byte behind starts no character that reaches into own: a stray piece
+    out: list[tuple[str, tuple | None]] = []
+    while i < o1:
+        n = _char_length(stream[i])
+        whole = stream[i:i + n] if n else b""
+        try:
+            char = whole.decode("utf-8") if n and len(whole) == n else None
+        except UnicodeDecodeError:
+            char = None
+        if n == 0:                                            # a stray byte: shown as itself
+            out.append((display_text(stream[i:i + 1]), None))
+            i += 1
+            continue
+        if i >= o0 and i + n <= o1 and char is not None:
+            out.append((char, None))
+        else:
+            a, b = max(i, o0) - i + 1, min(i + n, o1) - i
+            out.append((char if char is not None else display_text(stream[max(i, o0):min(i + n, o1)]), (a, b, n)
+                        if char is not None else (a, b, n, None)))
+        i += n
+    merged: list[tuple[str, tuple | None]] = []
+    for text, part in out:                                    # whole characters side by side: one text
+        if part is None and merged and merged[-1][1] is None:
+            merged[-1] = (merged[-1][0] + text, None)
+        else:
+            merged.append((text, part))
+    return merged
+
+
+def piece_label(before: bytes, own: bytes, after: bytes = b"") -> str | None:
+    """A token that holds part of a character, said with the character it builds: "🦅 (bytes 1–2 of 4)", or "<F0 9F>
+    (bytes 1–2 of 4, character unknown)" where the bytes around do not complete it; None for a token of whole
+    characters."""
+    parts = piece_parts(before, own, after)
+    if all(p is None for _, p in parts):
+        if own and 0x80 <= own[0] <= 0xBF and display_text(own) != own.decode("utf-8", "replace"):
+            return f"{display_text(own)} (the end of a character begun before it)"   # its lead byte is not here
+        return None
+    out = ""
+    for k, (text, part) in enumerate(parts):
+        if part is None:
+            out += text
+            continue
+        a, b, n = part[:3]
+        which = f"byte {a}" if a == b else f"bytes {a}–{b}"
+        sep = " + " if k and parts[k - 1][1] is not None else ""    # two pieces side by side
+        out += sep + (f"{text} ({which} of {n})" if len(part) == 3 else f"{text} ({which} of {n}, character unknown)")
+    return out

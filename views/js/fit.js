@@ -6,7 +6,7 @@
 // layout object), on resize and when presenter mode changes.
 // The parts: fit_text.js, fit_describe.js, fit_plan.js, fit_settle.js; this file fits a figure (after it is drawn,
 // or before, in the Plotly.react wrapper) and finds the figures to fit.
-/* exported fitAll */
+/* exported fitAll, scaleOf */
 /* global snapshot, kindOf, fromRaw, canon, plan, settle, memoKey, fillHeight */
 const scaleOf = (W) => (document.body.classList.contains('el-presenter') ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1)));
 const fit = async (el) => {
@@ -31,7 +31,7 @@ const fit = async (el) => {
   el.__elBusy = true;
   try {
     o.key = key;
-    o.nodeLimit = null;
+    o.nodeLimit = o.nodeFont = null;
     const P = window.Plotly;
     const {upd, names, tf, sig, H0} = plan(el, o, W, s, key);
     if (o.shortened) { o.shortened = false; o.ann.forEach((a, i) => { if (a.node && upd[`annotations[${i}].text`] === undefined) upd[`annotations[${i}].text`] = a.text; }); }

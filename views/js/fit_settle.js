@@ -1,27 +1,51 @@
 // Figure fitting, measured: the drawn text boxes, and the margins grown until nothing is clipped or covered.
 /* exported settle */
-/* global axisKeys, axKey, clearBg, memos, memoKey, shorten, fillHeight */
+/* global axisKeys, axKey, clearBg, memos, memoKey, shorten, fillHeight, scaleOf */
+const scaleNow = (el) => scaleOf(el.clientWidth);   // the type scale this fit applies (fit.js)
 const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
   const fr = el.getBoundingClientRect(), out = [];
-  const rel = (e, kind, idx) => { const r = e.getBoundingClientRect();
-    if (r.width > 0.5 && r.height > 0.5 && (e.textContent || '').trim())
+  const rel = (e, kind, idx, te) => { const r = e.getBoundingClientRect();
+    if (r.width > 0.5 && r.height > 0.5 && ((te || e).textContent || '').trim())
       out.push({kind, idx, l: r.left - fr.left, r: r.right - fr.left, t: r.top - fr.top, b: r.bottom - fr.top}); };
   const anns = el._fullLayout.annotations || [];
   el.querySelectorAll('.g-gtitle text.gtitle').forEach((e) => rel(e, 'title'));
   el.querySelectorAll('.infolayer g.annotation').forEach((g) => { const a = anns[+g.getAttribute('data-index')] || {};
     const t = g.querySelector('.annotation-text');
-    if (t) rel(t, (a.name || '').startsWith('node-') || !clearBg(a.bgcolor) ? 'node' : 'annotation', +g.getAttribute('data-index')); });
+    if (!t) return;
+    // a node label is its whole box (padding and border included): boxes touch long before their texts do
+    if ((a.name || '').startsWith('node-') || !clearBg(a.bgcolor)) rel(g.querySelector('.annotation-text-g') || t, 'node', +g.getAttribute('data-index'), t);
+    else rel(t, 'annotation', +g.getAttribute('data-index')); });
   el.querySelectorAll('.infolayer text').forEach((e) => { if (/^[xy]\d*title$/.test(e.getAttribute('class') || '')) rel(e, 'axis'); });
   el.querySelectorAll('.legend .legendtext').forEach((e) => rel(e, 'legend'));
   el.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text').forEach((e) => rel(e, 'tick'));
   return {w: fr.width, h: fr.height, items: out};
 };
 const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 2;
+// two node boxes keep a gap of NODE_GAP px (their borders, half outside the box, must not touch)
+const NODE_GAP = 4;
+const near = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > -NODE_GAP && Math.min(a.b, b.b) - Math.max(a.t, b.t) > -NODE_GAP;
+const NODE_MIN_CHARS = 5, NODE_MIN_FONT = 0.7;   // how far node labels are cut and their type shrunk
+// node boxes (the tree's labels) that collide: boxes in different rows call for taller rows (the plot's growth,
+// px); boxes side by side in one row, or a box cut at the figure's edge, for narrower boxes (crowded)
+const nodeRoom = (nodes, w, plotH) => {
+  let grow = 0, crowded = false;
+  nodes.forEach((a, i) => {
+    if (a.l < 1 || a.r > w - 1) crowded = true;
+    nodes.slice(i + 1).forEach((b) => {
+      if (!near(a, b)) return;
+      const dy = Math.abs(a.t + a.b - b.t - b.b) / 2;   // between their rows' centres
+      const oy = Math.min(a.b, b.b) - Math.max(a.t, b.t) + NODE_GAP + 1;
+      if (dy > 4) grow = Math.max(grow, plotH * oy / dy);   // rows dy apart need dy + oy: the plot grows by oy / dy
+      else crowded = true;
+    });
+  });
+  return {grow, crowded};
+};
 // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes;
 // what it grew is kept for the next figure of the same kind (plan's memo)
 const settle = async (el, o, H0, sig) => {
   const P = window.Plotly;
-  for (let pass = 0; pass < 6; pass++) {
+  for (let pass = 0; pass < 10; pass++) {
     const bx = boxes(el), fz = el._fullLayout, mm = {...fz.margin};
     const plotHn = fz.height - mm.t - mm.b;
     let dt = 0, db = 0, dl = 0, dr = 0, legendDown = 0;
@@ -55,14 +79,20 @@ const settle = async (el, o, H0, sig) => {
       const gap = Math.min(...gaps.filter((g) => g > 0.005), 1);
       if (gaps.length) grow = Math.max(grow, d / gap);
     });
-    // node labels (the tree's boxes) that run into each other on a narrow plot: their token texts cut shorter
-    const nodes = bx.items.filter((b) => b.kind === 'node');
-    let cut = 0;
-    if (nodes.some((a, i) => nodes.slice(i + 1).some((b) => hit(a, b))) && (o.nodeLimit || 14) > 5) {
-      o.nodeLimit = (o.nodeLimit || 14) - 2;
+    // node boxes (the tree's labels) that run into each other: rows too close grow the plot (a legend that
+    // wraps on a narrow plot takes its room from the rows); boxes too wide for their columns get their token texts
+    // cut shorter, then smaller type
+    const room = nodeRoom(bx.items.filter((b) => b.kind === 'node'), bx.w, plotHn);
+    grow = Math.max(grow, room.grow);
+    let cut = 0, shrink = 0;
+    if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
+      o.nodeLimit = Math.max(NODE_MIN_CHARS, (o.nodeLimit || 14) - 3);
       cut = o.nodeLimit;
+    } else if (room.crowded && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
+      o.nodeFont = Math.max(NODE_MIN_FONT, (o.nodeFont || 1) - 0.1);
+      shrink = o.nodeFont;
     }
-    if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut) break;
+    if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut && !shrink) break;
     const u = {};
     if (down > 0) dt = Math.max(dt, down);   // room for it below, too
     if (dt > 0) { u['margin.t'] = mm.t + dt; }
@@ -74,6 +104,8 @@ const settle = async (el, o, H0, sig) => {
     u.height = fillHeight(el) ? fz.height : fz.height + Math.max(0, dt) + Math.max(0, db) + Math.min(grow, 1500);
     u['title.y'] = 1 - ((1 - fz.title.y) * fz.height + Math.max(0, down)) / u.height;   // same px from the top
     if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
+    if (shrink) (fz.annotations || []).forEach((a, i) => { if (o.ann[i] && o.ann[i].node)
+      u[`annotations[${i}].font.size`] = o.ann[i].font * scaleNow(el) * shrink; });
     await P.relayout(el, u);
   }
   const fz = el._fullLayout;

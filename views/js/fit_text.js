@@ -33,10 +33,20 @@ const wrapHtml = (html, maxPx, px) => {   // greedy word wrap of Plotly's pseudo
   }
   return out;
 };
-const shorten = (html, n) => String(html).split(/<br\s*\/?>/i).map((line) => {   // plain lines only
-  if (/</.test(line) || line.replace(/&[#\w]+;/g, 'x').length <= n) return line;
-  let k = n - 1;
-  const amp = line.lastIndexOf('&', k);
-  if (amp >= 0 && line.indexOf(';', amp) >= k) k = amp;   // never inside an entity
-  return line.slice(0, k) + '…';
+const shorten = (html, n) => String(html).split(/<br\s*\/?>/i).map((line) => {   // each line to n visible characters
+  const parts = line.match(/<[^>]*>|&[#\w]+;|[^<]/gu) || [];   // tags, entities and characters (a surrogate pair is one)
+  if (parts.filter((p) => p[0] !== '<').length <= n) return line;
+  const open = [];
+  let out = '', seen = 0;
+  for (const p of parts) {
+    if (p[0] === '<') {   // tags kept (the bonus's <b>), closed at the cut
+      if (/^<\//.test(p)) open.pop(); else if (!/\/>$/.test(p)) open.push(p);
+      out += p;
+      continue;
+    }
+    if (seen === n - 1) break;
+    out += p;
+    seen++;
+  }
+  return out + '…' + open.reverse().map(closeTag).join('');
 }).join('<br>');
