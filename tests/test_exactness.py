@@ -60,6 +60,18 @@ def pair_bf16():
     return target, head
 
 
+@pytest.fixture(scope="module")
+def pair_q4(tmp_path_factory):
+    """The same pair quantized to a Q4_1 GGUF, the target on its blocks (the "q4" numerical model)."""
+    from eagle_core.model import gguf_blocks
+    if gguf_blocks.kernel() is None:
+        pytest.skip(gguf_blocks.why_unavailable())
+    target, head = oracle_pair(TinyTokenizer(V), seed=1, vocab_size=V, embed_scale=1.0, head_gain=50.0,
+                               kernels="q4", gguf_dir=str(tmp_path_factory.mktemp("q4law")))
+    assert target.numerics == "gguf-blocks"
+    return target, head
+
+
 def exact_law(target, temperature, top_p, top_k) -> dict[tuple, float]:
     """P(x1, x2, x3) of plain sampling from the warped target, by enumeration (V^2 prefixes in one batch), with
     transformers' warpers (independent of the decoder's own warp_logits)."""
@@ -154,6 +166,21 @@ def test_output_law_with_bf16_kernels(pair_bf16, kind, temperature, top_p, top_k
     """Every kernel choice keeps the contract: with bf16 linear layers the output follows exactly the law of the
     target those kernels compute (its logits from the same planned model, enumerated)."""
     target, head = pair_bf16
+    counts, accepted, _ = sample_outputs(target, head, kind, temperature, top_p, top_k)
+    pvalue, outside = law_check(counts, exact_law(target, temperature, top_p, top_k))
+    assert not outside, f"emitted sequences the warped target gives probability 0: {outside}"
+    assert pvalue > P_MIN
+    assert accepted > N_SAMPLES // 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,temperature,top_p,top_k", BF16_GRID,
+                         ids=[f"{k}-T{t}-p{p}" for k, t, p, _ in BF16_GRID])
+def test_output_law_with_q4_kernels(pair_q4, kind, temperature, top_p, top_k):
+    """The q4 model (linear layers on the GGUF's blocks) keeps the contract too. Its exact law is enumerated in
+    passes of 64 prompts (320 rows: above MAX_VERIFY_ROWS the plan runs packed fp32 on the same dequantized
+    weights, which differs from the block kernel by fp32 rounding only, far below what the test can see)."""
+    target, head = pair_q4
     counts, accepted, _ = sample_outputs(target, head, kind, temperature, top_p, top_k)
     pvalue, outside = law_check(counts, exact_law(target, temperature, top_p, top_k))
     assert not outside, f"emitted sequences the warped target gives probability 0: {outside}"
