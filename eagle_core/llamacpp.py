@@ -84,10 +84,24 @@ class LlamaRun:
 
 
 def _run(cmd: list[str], timeout: float) -> tuple[str, str]:
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    """(stdout, stderr) of a llama.cpp tool. Its logs print token pieces, which may be a part of a character's
+    bytes: stderr is read with replacement characters (only numbers are read from it); stdout, the text, is
+    whole pieces in a row, so only a character cut at the generation's end is dropped."""
+    p = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    err = p.stderr.decode("utf-8", errors="replace")
     if p.returncode != 0:
-        raise RuntimeError(f"{os.path.basename(cmd[0])} failed (exit {p.returncode}): {p.stderr.strip()[-800:]}")
-    return p.stdout, p.stderr
+        raise RuntimeError(f"{os.path.basename(cmd[0])} failed (exit {p.returncode}): {err.strip()[-800:]}")
+    return _utf8_whole(p.stdout), err
+
+
+def _utf8_whole(b: bytes) -> str:
+    """b as text, a character cut short at its end dropped (a generation stopped inside a multi-byte character)."""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.start >= len(b) - 3:
+            return b[:exc.start].decode("utf-8", errors="replace")
+        return b.decode("utf-8", errors="replace")
 
 
 def _num(pattern: str, text: str, kind=float):

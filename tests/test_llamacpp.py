@@ -204,3 +204,18 @@ def test_the_benchmarks_llamacpp_methods(tiny_target, monkeypatch):
         assert rep["methods"]["llamacpp"]["mismatches"] is None or rep["methods"]["llamacpp"]["mismatches"] == 0
     with pytest.raises(BenchError, match="needs llama.cpp"):
         br.run_bench(t, items, ["llamacpp"], {}, max_new_tokens=8, progress=False, warmup=False, pass_costs=False)
+
+
+def test_llamacpp_output_is_read_as_it_prints_it():
+    """llama-completion's and llama-speculative-simple's stdout as they print it (captured from the built tools):
+    the generated text alone; a character cut by the token limit is dropped, an invalid byte inside is replaced."""
+    t = llamacpp.completion_text("\n\nI'm looking for a beginner's guide to Python. [end of text]\n\n\n")
+    assert t.text == "\n\nI'm looking for a beginner's guide to Python." and t.eos
+    t = llamacpp.completion_text("\n\nI'm looking for a beginner\n\n")
+    assert t.text == "\n\nI'm looking for a beginner" and not t.eos
+    out = "\n\nHow can I learn Python?\n\nI'm looking for a beginner's\n\n\n\n"
+    assert llamacpp.speculative_text(out, "How can I learn Python?") == "\n\nI'm looking for a beginner's"
+    with pytest.raises(RuntimeError, match="another prompt"):
+        llamacpp.speculative_text(out, "How can I learn Rust?")
+    assert llamacpp._utf8_whole("ab 🦅".encode()[:-1]) == "ab "
+    assert llamacpp._utf8_whole(b"a\xe2b") == "a\ufffdb"

@@ -103,10 +103,11 @@ def run_llamacpp_method(engine: LlamaCppEngine, target, prompt_ids, max_new_toke
                                               "prompt_tokens_ours": len(prompt_ids)}}
     if run.drafted is not None:
         lengths = run.accept_lengths
-        out["llamacpp"].update(drafted=run.drafted, accepted=run.accepted, cycles=len(lengths) if lengths else None)
+        out["llamacpp"].update(drafted=run.drafted, accepted=run.accepted, cycles=run.drafts)
+        # the prompt's pass, then one verify pass a cycle (its counters: tokens - accepted drafts)
+        out["forwards"] = 1 + (len(lengths) if lengths else run.drafts)
         if lengths:
-            # one target pass per cycle after the prompt's: tau = tokens a pass
-            out.update(forwards=1 + len(lengths), accept_lengths=lengths)
+            out["accept_lengths"] = lengths
     return out
 
 
