@@ -185,3 +185,21 @@ def test_embedded_target_q4_greedy_identity(real_tokenizer):
         ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=48), ids)
         got = generate(target, head, DecodeConfig(draft="dynamic", max_new_tokens=48), ids)
         assert got.token_ids == ref.token_ids, prompt
+
+
+def test_auto_plan_times_q4_where_asked(tiny_gguf, real_tokenizer, monkeypatch):
+    """With Q4_IN_AUTO the automatic plan times the block kernel on whole passes beside fp32 and keeps the faster
+    by choose_q4; either way the plan says what it measured."""
+    import eagle_core.model.target as T
+    monkeypatch.setattr(T, "Q4_IN_AUTO", True)
+    model, path = tiny_gguf
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="auto", gguf_file=path)
+    plan = target.kernel_plan
+    assert set(plan["q4_ms"]) == set(plan["ms"]) and plan["gguf"]["layers"] == 15
+    assert plan["precision"] in ("q4", "fp32", "bf16")
+    layer = model.model.layers[0].mlp.up_proj
+    assert (layer.kernel_for(1) == K.GGUF) == (plan["precision"] == "q4")
+    bf16 = K.choose_precision(plan["ms"]) == "bf16"   # what q4 was weighed against
+    chosen = {r: t[2] if bf16 else min(t[:2]) for r, t in plan["ms"].items()}
+    if abs(sum(chosen.values()) - sum(plan["q4_ms"].values())) > 0.05 * sum(chosen.values()):   # clearly apart
+        assert (plan["precision"] == "q4") == K.choose_q4(chosen, plan["q4_ms"])
