@@ -10,7 +10,7 @@ import views
 import views.lab as vl
 from eagle_core.decoding.engine import default_config
 from eagle_core.lab.measure import chain_heads, lab_plan
-from eagle_core.lab.names import prompt_texts
+from eagle_core.lab.names import prompt_names
 from eagle_core.bench.batch_sweep import batch_finding
 from eagle_core.lab.serving import counters_finding, sweep_finding
 from eagle_core.serving import generation
@@ -25,14 +25,16 @@ LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.s
 # written by `python -m eagle_core.bench.head_compare` (docs/benchmarks.md, "EAGLE-3 against EAGLE-1")
 HEADS_EAGLE3 = load_json("bench", "heads_eagle3.json")
 LAB_BATCH = load_json("lab_batch.json")   # written by `python -m eagle_core.bench.batch_sweep` (this engine's rounds)
-LAB_NAMES = prompt_texts(LAB or {})   # its prompts' text, from the shared prompt set it names (not copied here)
+# its prompts' text, from the shared prompt set it names (not copied here), else their set and id
+LAB_NAMES = prompt_names(LAB or {})
 LAB_PROMPTS = ("Explain how a bicycle stays upright while it moves.\nWrite a short poem about autumn rain.\n"
                "What are three tips for learning a new language?\nDescribe how to make a good cup of tea.\n"
                "Why is the sky blue? Answer for a ten-year-old.\nList five uses of a paper clip.")
 LAB_MAX_PROMPTS = 10
 LAB_LIVE_TOKENS = 64     # new tokens per prompt in a live recompute (the shipped JSON used the CLI's 96)
 # the panels a live recompute redraws, in the order of its outputs
-LAB_MEASURED = ("inputs", "inputs_tau", "inputs_md", "tree", "tree_md", "heat", "rel", "pos_md", "hist", "bench_hist")
+LAB_MEASURED = ("inputs", "inputs_narrow", "inputs_tau", "inputs_md", "tree", "tree_md", "heat", "rel", "pos_md", "hist",
+                "bench_hist")
 LAB_PLAN_NAMES = [name for name, _, _ in lab_plan(default_config("cpu"))]   # the generations of a recompute
 
 
@@ -61,11 +63,13 @@ def lab_figures(report: dict | None, names: dict | None = None) -> dict:
     histograms (EAGLE-1's tree; the benchmark's configuration)."""
     if not report:
         empty = views.common.empty_figure("No lab measurements shipped; press Recompute")
-        return {"inputs": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "tree_md": "",
+        return {"inputs": empty, "inputs_narrow": empty, "inputs_tau": empty, "inputs_md": "", "data": "", "tree": empty, "tree_md": "",
                 "sizes": "", "heat": empty, "rel": empty, "pos_md": "", "hist": empty, "bench_hist": empty}
     bench = report.get("bench_histogram")
     why = vl.chains_note(chain_heads(report))
-    return {"inputs": vl.input_depths(report["inputs"]), "inputs_tau": vl.input_taus(report["inputs"]),
+    return {"inputs": vl.input_depths(report["inputs"]),
+            "inputs_narrow": vl.input_depths(report["inputs"], horizontal=True),   # a phone's (views/page.py CSS)
+            "inputs_tau": vl.input_taus(report["inputs"]),
             "inputs_md": vl.inputs_table(report["inputs"], vl.PAPER_INPUT_SPEEDUP) + "\n\n**What it shows:** "
                          + vl.inputs_finding(report["inputs"]) + (f"\n\n{why}" if why else ""),
             "data": vl.data_table(report.get("data") or {}) + "\n\n" + vl.data_finding(report.get("data") or {}),
@@ -176,8 +180,11 @@ class LabTab:
                           "only in what they read, each drafting a chain of 5 (T = 0). The shipped heads the Lens "
                           "tab uses were trained longer.")
             with gr.Row():   # two figures in a row: side by side on a laptop, stacked on a phone
+                # upright bars, and on a phone the same bars lying down (CSS shows one: views/page.py)
                 self.inputs = gr.Plot(lab0["inputs"], label="Input kinds: acceptance per depth", scale=3,
-                                      min_width=340)
+                                      min_width=340, elem_classes=["el-wide-only"])
+                self.inputs_narrow = gr.Plot(lab0["inputs_narrow"], label="Input kinds: acceptance per depth",
+                                             scale=3, min_width=340, elem_classes=["el-narrow-only"])
                 self.inputs_tau = gr.Plot(lab0["inputs_tau"], label="Input kinds: τ", scale=2, min_width=300)
             self.inputs_md = gr.Markdown(lab0["inputs_md"])
             gr.Markdown("### 2. Fixed data against the target's own answers\n" + vl.PAPER["data"]

@@ -254,3 +254,43 @@ def test_tree_boxes_never_overlap(server):  # noqa: F811
             page.close()
         browser.close()
     assert not problems, f"{len(problems)} tree problems:\n" + "\n".join(problems)
+
+
+# the bar labels of the plots on screen that run into each other (trace text: Plotly's .bartext)
+BAR_TEXT_JS = """() => {
+  const bad = [];
+  document.querySelectorAll('.js-plotly-plot').forEach((el) => {
+    if (el.getBoundingClientRect().width < 1) return;
+    const block = el.closest('.block'), lab = block && block.querySelector(':scope > label[data-testid="block-label"]');
+    const ts = [...el.querySelectorAll('.bartext')].map((t) => ({r: t.getBoundingClientRect(), t: t.textContent}))
+      .filter((x) => x.r.width > 0.5 && x.t.trim());
+    ts.forEach((a, i) => ts.slice(i + 1).forEach((b) => {
+      const ox = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+      const oy = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+      if (ox > 1 && oy > 1) bad.push(`[${lab ? lab.textContent.trim() : 'plot'}] bar label “${a.t}” overlaps “${b.t}”`);
+    }));
+  });
+  return bad;
+}"""
+
+
+def test_paper_lab_on_a_phone(server):  # noqa: F811
+    """The Paper lab at 390 px (issue 38.5): no two bar labels overlap (the acceptance-per-depth bars lie down on a
+    phone, their labels level), the heatmap's rows are named by their prompts, not by bare ids, and the figures fit."""
+    problems = []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.goto(server)
+        page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
+        page.get_by_role("tab", name="Paper lab").click()
+        settle(page)
+        problems += page.evaluate(BAR_TEXT_JS)
+        measure(page, "390x844 Paper lab", problems)
+        rows = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter((el) => "
+                             "(el.layout.yaxis || {}).title && /prompt/.test(JSON.stringify(el.layout.yaxis.title)))"
+                             ".flatMap((el) => [...el.querySelectorAll('.yaxislayer-above text')].map((t) => t.textContent))")
+        assert len(rows) >= 3, rows
+        assert not any(r.strip().isdigit() for r in rows), f"rows named by bare ids: {rows}"
+        browser.close()
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)

@@ -427,3 +427,21 @@ def test_the_engine_batch_panel_follows_its_numbers():
     assert list(load.text) == ["2.00×", "1.10×", "1.00×"]
     assert "| 8 | 60.0 | 50.0 | 66.0 | 24.0 | 1.50 |" in got["md"]
     assert "Not measured" in engine_batch_section(None, None)["fig"].layout.annotations[0].text
+
+
+def test_heatmap_rows_are_never_bare_prompt_ids(tmp_path):
+    """Without the prompt file (a server without the shared data folder) a row is named by its set and id, not "81"
+    (issue 38.5); with it, by the prompt's text."""
+    import json
+
+    from eagle_core.lab.names import prompt_names
+    from views.lab import row_names
+    rep = json.load(open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "lab.json")))
+    rep["prompts"] = str(tmp_path / "gone" / "mt_bench_question.jsonl")
+    names = prompt_names(rep, shared=str(tmp_path), cache=str(tmp_path))
+    ids = list(rep["positions"]["by_prompt"])
+    assert names == {i: f"MT-bench question {i}" for i in ids}
+    rows = row_names(ids, names)
+    assert not any(r.isdigit() for r in rows) and rows[0] == "MT-bench question 81"
+    (tmp_path / "mt_bench_question.jsonl").write_text(json.dumps({"question_id": 81, "turns": ["Say hi."]}) + "\n")
+    assert prompt_names(rep, shared=str(tmp_path), cache=str(tmp_path))["81"] == "Say hi."

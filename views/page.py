@@ -47,6 +47,9 @@ body.el-presenter #el-prompt textarea {font-size: 17px;}
   .prose table {display: block; overflow-x: auto; max-width: 100%;}
   .prose th, .prose td {white-space: nowrap;}
 }
+/* a figure drawn two ways (the Paper lab's acceptance per depth): upright bars, lying down on a phone */
+@media (min-width: 641px) {.el-narrow-only {display: none !important;}}
+@media (max-width: 640px) {.el-wide-only {display: none !important;}}
 /* figures: a plot's component label sits above the figure, in the flow, never over the figure's title */
 .block:has(> .js-plotly-plot) > label[data-testid='block-label'].float {position: static; margin: 0 0 2px 0;}
 @media (max-width: 640px) {   /* a phone: a figure beside text or another figure takes the whole width */

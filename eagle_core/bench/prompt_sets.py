@@ -21,6 +21,7 @@ SOURCES = {   # name -> the public file (licences: docs/benchmarks.md)
     "gsm8k": "https://raw.githubusercontent.com/SafeAILab/EAGLE/main/eagle/data/gsm8k/question.jsonl",
     "alpaca": "https://raw.githubusercontent.com/SafeAILab/EAGLE/main/eagle/data/alpaca/question.jsonl",
 }
+TITLES = {"mt_bench": "MT-bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca"}   # as people write them
 CACHE = os.environ.get("EAGLE_LENS_DATA_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "eagle-lens", "prompt-sets")
 

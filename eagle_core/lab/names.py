@@ -2,7 +2,8 @@
 ids (MT-bench's "81" ... "88") and the file it read them from; the text is looked up there, in the workplace's shared
 folder (eagle_core.paths.SHARED_DATA), which asks that its files are not copied into the repository, or in the
 per-user cache the benchmark fetches the sets into (bench/prompt_sets.py; never fetched from here: the page must not
-wait for the network). Without either the ids stay as they are."""
+wait for the network). Without either a prompt is named by its set and id ("MT-bench question 81"), never by a bare
+id."""
 from __future__ import annotations
 
 import os
@@ -38,3 +39,20 @@ def prompt_texts(report: dict, shared: str = SHARED_DATA, cache: str | None = No
         return {p["id"]: p["prompt"] for p in read_prompt_file(path) if p["id"] in ids}
     except (BenchError, OSError):
         return {}
+
+
+def set_title(report: dict) -> str:
+    """The prompt set a report was measured on, as people name it ("MT-bench"), else its file's name."""
+    from ..bench.prompt_sets import TITLES, set_of_path
+    path = str((report or {}).get("prompts") or "")
+    name = set_of_path(path)
+    return TITLES.get(name, name) if name else os.path.splitext(os.path.basename(path))[0] or "prompt"
+
+
+def prompt_names(report: dict, shared: str = SHARED_DATA, cache: str | None = None) -> dict[str, str]:
+    """{prompt id: a name for people} for every prompt of a report's per-prompt panels: its text where the prompt
+    file is here (prompt_texts), else its set and id, "MT-bench question 81"."""
+    ids = list(((report or {}).get("positions") or {}).get("by_prompt") or {})
+    texts = prompt_texts(report, shared, cache)
+    title = set_title(report)
+    return {i: texts.get(i) or f"{title} question {i}" for i in ids}

@@ -9,11 +9,12 @@ from eagle_core.lab.measure import rate_interval
 from .style import KIND_STYLES, MIN_REACHED, TEXT_PX, lab_layout, sub
 
 
-def input_depths(inputs: dict) -> go.Figure:
+def input_depths(inputs: dict, horizontal: bool = False) -> go.Figure:
     """EAGLE's input ablation, decoded: acceptance at each depth of the chain (of the cycles that reached a depth,
     the share that accepted it), one colour *and* hatch per input kind. Every bar carries its 95% interval; a rate
     over fewer than MIN_REACHED cycles is drawn hollow and labelled with its n instead of its value, so a tall bar
-    from a handful of cycles cannot pass for a finding."""
+    from a handful of cycles cannot pass for a finding. `horizontal`: the bars lie down, depth 1 on top, their labels
+    level (a phone: twenty upright bars in 300 px are thinner than their rotated labels, which ran into each other)."""
     few = any(n is not None and n < MIN_REACHED for r in inputs.values() for n in (r.get("reached") or []))
     fig = go.Figure()
     for k, (name, r) in enumerate(inputs.items()):
@@ -23,26 +24,34 @@ def input_depths(inputs: dict) -> go.Figure:
         thin = [n is not None and n < MIN_REACHED for n in reached]
         ci = [rate_interval(round(a * n), n) if a is not None and n else None for a, n in zip(alpha, reached)]
         ys = [a or 0 for a in alpha]
-        fig.add_trace(go.Bar(x=[f"depth {d + 1}" for d in range(len(alpha))], y=ys,
+        depths = [f"depth {d + 1}" for d in range(len(alpha))]
+        whiskers = dict(type="data", symmetric=False, color="#444", thickness=1.5, width=3,
+                        array=[c[1] - y if c else 0 for c, y in zip(ci, ys)],
+                        arrayminus=[y - c[0] if c else 0 for c, y in zip(ci, ys)])
+        axis = "x" if horizontal else "y"
+        fig.add_trace(go.Bar(**({"y": depths, "x": ys, "orientation": "h", "error_x": whiskers} if horizontal
+                                else {"x": depths, "y": ys, "error_y": whiskers}),
                              name=name, marker_color=colour, marker_pattern_shape=pattern,
                              marker_opacity=[0.25 if t else 1.0 for t in thin],
                              marker_line=dict(color=colour, width=[2.5 if t else 0 for t in thin]),
-                             error_y=dict(type="data", symmetric=False, color="#444", thickness=1.5, width=3,
-                                          array=[c[1] - y if c else 0 for c, y in zip(ci, ys)],
-                                          arrayminus=[y - c[0] if c else 0 for c, y in zip(ci, ys)]),
                              text=["-" if a is None else (f"n={n}" if t else f"{a:.2f}")
                                    for a, n, t in zip(alpha, reached, thin)],
                              customdata=[[n, *(c or (None, None))] for n, c in zip(reached, ci)],
-                             hovertemplate="%{y:.2f} of %{customdata[0]} cycles (95%: %{customdata[1]:.2f}–"
+                             hovertemplate=f"%{{{axis}:.2f}} of %{{customdata[0]}} cycles (95%: %{{customdata[1]:.2f}}–"
                                            "%{customdata[2]:.2f})",
-                             textposition="inside", insidetextanchor="start", textangle=-90,
+                             textposition="inside", insidetextanchor="start", textangle=0 if horizontal else -90,
                              textfont=dict(size=TEXT_PX, color="#111"), cliponaxis=False))
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", title="accepted")
+    if horizontal:
+        fig.update_xaxes(range=[0, 1.05], tickformat=".0%", title="accepted")
+        fig.update_yaxes(autorange="reversed")
+    else:
+        fig.update_yaxes(range=[0, 1.05], tickformat=".0%", title="accepted")
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15, x=0),
                       uniformtext=dict(minsize=TEXT_PX, mode="show"))   # never shrunk to fit a thin bar
     title = "What the head sees: acceptance at each depth (chain of 5)" + sub(
         "whiskers: 95% interval" + (f"; hollow, with n: fewer than {MIN_REACHED} cycles reached it" if few else ""))
-    fig = lab_layout(fig, title, height=500)
+    bars = sum(len(r.get("alpha") or []) for r in inputs.values())
+    fig = lab_layout(fig, title, height=max(500, 220 + 24 * bars) if horizontal else 500)
     fig.update_layout(margin=dict(t=95, b=90))
     return fig
 
