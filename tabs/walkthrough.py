@@ -158,7 +158,7 @@ class WalkthroughTab:
                         self.live = gr.Button("Show it live", variant="primary", elem_id="el-walk-live", min_width=120)
                         self.apply = gr.Button("Open these settings", elem_id="el-walk-apply", min_width=150)
                     # step 4: draw EAGLE's first tokens and plain samples; the histograms replace the figure
-                    with gr.Group(visible=False, elem_id="el-walk-law") as self.law_box:
+                    with gr.Column(visible=False, elem_id="el-walk-law") as self.law_box:
                         self.law = LawPanel(self.lens, settings=law_settings(), prefix="el-walk-law",
                                             api_name="walk_same_law").build(accordion=False, fig=self.fig,
                                                                             note=self.msg)

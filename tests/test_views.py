@@ -106,7 +106,7 @@ def test_probs_figure_greedy_and_sampling():
     fig = probs_figure(synthetic_cycle(sampling=True), 3)
     assert "min(1, p/q) = min(1, 20.0% / 50.0%) = 40.0%" in fig.layout.annotations[0].text.replace("<br>", " ")
     assert any("residual" in (t.name or "") for t in fig.data)
-    assert "residual max(0, p′ − q′)" in fig.layout.annotations[2].text.replace("<br>", " ")
+    assert "residual max(0, p − q), normalised" in fig.layout.annotations[2].text.replace("<br>", " ")
 
 
 def test_node_view_names_the_rule_applied():

@@ -84,8 +84,12 @@ def test_step_seven_says_what_it_shows():
     assert "click a node" not in (st["text"] + st["more"]).lower()    # no tree in its figure to click
     assert "max(0, p − q), normalised" in st["text"]
     from views.walkthrough import pick_cycle
-    _, _, note = pick_cycle(step(7), asset("trace_temperature.json")["records"])
+    recs = asset("trace_temperature.json")["records"]
+    _, _, note = pick_cycle(step(7), recs)
     assert "residual max(0, p − q), normalised" in note and "p′ − q′" not in note
+    fig, _ = walk_figure(step(7), recs)        # the figure writes it the same way, in its title and legend
+    words = " ".join([a.text.replace("<br>", " ") for a in fig.layout.annotations] + [t.name or "" for t in fig.data])
+    assert "max(0, p − q), normalised" in words and "p′ − q′" not in words
 
 
 def test_step_four_hosts_the_same_law_panel_at_t_above_zero():

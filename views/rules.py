@@ -56,7 +56,7 @@ def source_sentence(rec: dict) -> str:
             "residual_ratio" if kind == "correction" else "target")
     return {"argmax": "= argmax of target p",
             "target": "sampled from target p",
-            "residual_ratio": "drawn from the residual max(0, p′ − q′), renormalised",
+            "residual_ratio": "drawn from the residual max(0, p − q), normalised",
             "residual_removed": "drawn from p with the rejected drafts removed, renormalised"}.get(src, src)
 
 
@@ -65,7 +65,7 @@ def source_legend(rec: dict) -> str:
     src = rec.get("bonus_from")
     kind = rec.get("bonus_kind", "bonus") if rec.get("cycle", 1) > 0 else "first token"
     if src == "residual_ratio":
-        return "residual max(0, p′ − q′), renormalised"
+        return "residual max(0, p − q), normalised"   # p, q as the earlier rejections left them
     if src == "residual_removed":
         return "p without the rejected drafts, renormalised"
     return f"target p at the {kind}"

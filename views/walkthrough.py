@@ -408,7 +408,9 @@ body.el-presenter #el-walk-note, body.el-presenter #el-walk-note p {font-size: 1
 @media (max-width: 640px) {
   #el-walk-bar {flex-wrap: wrap; gap: 4px;}
   #el-walk-count {order: 2; min-width: 100% !important;}
-  #el-walk-steps {order: 3; min-width: 100% !important;} #el-walk-steps .wrap {flex-wrap: wrap;}
+  #el-walk-steps {order: 3; flex: 1 1 100% !important; min-width: 0 !important; max-width: 100%;
+                  box-sizing: border-box; padding: 0 !important;}
+  #el-walk-steps .wrap {flex-wrap: wrap;} #el-walk-steps label {padding: 3px 8px !important;}
   #el-walk-prev {order: 0;} #el-walk-next {order: 1; margin-left: auto;}
   #el-walk-deck {flex-wrap: wrap;} #el-walk-deck > * {min-width: 100% !important;}
   #el-walk-figs {flex-wrap: wrap;} #el-walk-figs > * {min-width: 100% !important;}
