@@ -125,10 +125,25 @@ def ambiguity_headline(rec) -> str:
 # ---------------------------------------------------------------------------------------------- the figures
 def _away(dx: float, dy: float) -> str:
     """A real feature's label position pointing away from the unshifted guess (where the guesses crowd): left
-    when the feature lies mostly to its left, else above or below (never right: the plot's edge is near there)."""
+    when the feature lies mostly to its left (the plot then gets room on that side: `ambiguity_figure`), else
+    above or below (never right: the legend-free right edge is narrow)."""
     if dx < 0 and -dx > abs(dy):
         return "middle left"
     return "top center" if dy >= 0 else "bottom center"
+
+
+def _freest(rec: dict, ux: float, uy: float) -> str:
+    """The unshifted guess's label position: the quadrant around it with the fewest other points nearby (the
+    shifted guesses start from it and crowd it), bottom right on a tie."""
+    pts = [p for br in rec["branches"] for p in (br["shifted_xy"], br["real_xy"])] + [rec["last_xy"]]
+    xs = [p[0] for p in pts] + [ux]
+    r = 0.35 * max(max(xs) - min(xs), 1e-6)
+    count = {}
+    for v in ("bottom", "top"):
+        for h in ("right", "left"):
+            count[f"{v} {h}"] = sum(1 for x, y in pts if abs(x - ux) < r and abs(y - uy) < r
+                                    and (x >= ux) == (h == "right") and (y >= uy) == (v == "top"))
+    return min(count, key=lambda k: count[k])        # dicts keep order: bottom right wins a tie
 
 
 def ambiguity_figure(rec, height: int = 520) -> go.Figure:
@@ -161,7 +176,7 @@ def ambiguity_figure(rec, height: int = 520) -> go.Figure:
             name=f"shifted head's guess from (f_{esc(last)}, e({tok}))",
             hovertext=[f"shifted head's guess, given the sampled token “{tok}”"], hoverinfo="text"))
     fig.add_trace(go.Scatter(
-        x=[ux], y=[uy], mode="markers+text", text=["<b>unshifted</b>"], textposition="bottom center",
+        x=[ux], y=[uy], mode="markers+text", text=["<b>unshifted</b>"], textposition=_freest(rec, ux, uy),
         textfont=dict(size=15, color=UNSHIFTED), marker=dict(size=20, color=UNSHIFTED, symbol="x"),
         name=f"unshifted head's one guess for all, from (f_{esc(last)}, e({esc(last)}))",
         hovertext=["unshifted head: it does not know which token was sampled, so it makes a single "
@@ -178,6 +193,14 @@ def ambiguity_figure(rec, height: int = 520) -> go.Figure:
                      zeroline=False, title_font=dict(size=13))
     fig.update_yaxes(title=f"PC 2 ({100 * ev[1]:.0f}%)", gridcolor="#eee", zeroline=False, scaleanchor="x",
                      title_font=dict(size=13))
+    # room for the labels, even on a phone-wide plot (~230 px: a 10-character label is ~30% of the points' span):
+    # a fifth of the span each side for labels centred on a point, more on the left for one left of its point;
+    # the y axis follows the x scale (scaleanchor)
+    xs = [v for br in rec["branches"] for v in (br["real_xy"][0], br["shifted_xy"][0])] + [ux, lx]
+    lo, hi = min(xs), max(xs)
+    span = max(hi - lo, 1e-6)
+    left = any(_away(br["real_xy"][0] - ux, br["real_xy"][1] - uy) == "middle left" for br in rec["branches"])
+    fig.update_xaxes(range=[lo - (0.38 if left else 0.2) * span, hi + 0.2 * span])
     fig.update_layout(margin=dict(l=60, r=20, t=60, b=20), height=height + 44 * len(rec["branches"]))
     return fig
 

@@ -5,7 +5,8 @@ t was sampled. A head that sees only (f_I, e(I)) -- the unshifted ablation -- ma
 branch, which falls between them; the shifted EAGLE head sees (f_I, e(t)) and can land on each branch.
 
 Everything is computed from the real target and heads; the result is a plain dataclass record (`asdict`
-gives JSON) that the view draws. Indexing follows the drafter: tokens t_0..t_{n-1} of the prefix (t_{n-1} is
+gives JSON) that the view draws. What the shifted token buys in tokens (real EAGLE cycles after each branch, per
+head) is branch_payoff.py's, kept in the record's `payoff`. Indexing follows the drafter: tokens t_0..t_{n-1} of the prefix (t_{n-1} is
 the last token, "I"); head entry j (j = 1..n-1) is (f_{j-1}, e(t_j)) for a shifted head and
 (f_{j-1}, e(t_{j-1})) for an unshifted one, at position j-1, with causal attention; the extra entry j = n
 predicts the feature at the branch token: (f_I, e(t)) shifted, (f_I, e(I)) unshifted.
