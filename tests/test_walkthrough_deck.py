@@ -133,3 +133,20 @@ def test_open_these_settings_differs_per_step(client):
 def test_step_four_draws_the_same_law(client):
     fig, note = client.predict(1000, api_name="/walk_same_law")
     assert "draws each at T = 0.8" in note, note
+
+
+def test_show_it_live_measures_and_decodes_what_each_figure_shows(client):
+    """Step 1 times a target pass by tokens per pass on this server; step 6 decodes the prompt as a tree and as a
+    chain and sets their accepted lengths side by side; step 3 draws the live cycle's tree beside its mask."""
+    from servers import plot
+    fig, msg, _ = client.predict(STEPS[step(1)]["title"], api_name="/walk_live")
+    assert msg.startswith("Live, measured just now"), msg
+    bars = plot(fig)["data"]
+    assert [str(x) for x in bars[0]["x"]] == ["1", "2", "4", "8", "16", "26"] and all(y > 0 for y in bars[0]["y"])
+    fig, msg, side = client.predict(STEPS[step(6)]["title"], api_name="/walk_live")
+    assert msg.startswith("Live"), msg
+    shown = lambda out: plot(out.get("value", out))   # noqa: E731  (an update that also shows the figure)
+    names = [t["name"] for t in shown(side)["data"]]
+    assert any(n.startswith("chain of 5") for n in names) and any(n.startswith("tree") for n in names), names
+    fig, msg, side = client.predict(STEPS[step(3)]["title"], api_name="/walk_live")
+    assert any(t["type"] == "heatmap" for t in plot(fig)["data"]) and shown(side)["layout"]["annotations"]
