@@ -182,7 +182,7 @@ def test_race_and_ambiguity(server, client):
 def test_walkthrough_live(server, client):
     from views.walkthrough import STEPS
     n0 = len(gpu_calls(server))
-    fig, msg = client.predict(STEPS[1]["title"], api_name="/walk_live")
+    fig, msg, _ = client.predict(STEPS[1]["title"], api_name="/walk_live")
     assert msg.startswith("Live"), msg
     assert "accepted path" in [t.get("name") for t in plot(fig)["data"]]
     assert [c[2] for c in gpu_calls(server)[n0:]] == ["decode_all"]
