@@ -6,6 +6,7 @@
 // (fit.js), animates through the others with Plotly.animate; without this script the figure as sent is the beat's end.
 // Pressing Play or a beat button also brings the caption and the whole tree onto the screen (a 1280x720 projector).
 /* exported beatsWrapped */
+/* global scaleOf */
 const beatStats = {drawn: 0, started: 0, animated: 0, scrolled: 0};
 window.__elBeats = beatStats;   // for the browser tests
 let beatFocus = 0;              // when a Play or beat button was pressed: the next beat figure is brought into view
@@ -21,16 +22,27 @@ const beatSteps = (data, layout) => {
   return Array.isArray(data) && Array.isArray(steps) && steps.length > 1 &&
     steps.every((st) => Array.isArray(st.data) && st.data.length === data.length) ? steps : null;
 };
-// narrow columns (a phone, a deep tree): the nodes' labels keep their token only (the hover card has q and p), so a
-// label does not run into the next column's node
+// narrow columns (a phone, a deep tree): the labels go above their markers (a column's whole width) and keep the
+// token only (the hover card has q and p), shortened to the column's room, so no label runs into another node
 const compactLabels = (gd, data, layout, steps) => {
   const xr = layout.xaxis && layout.xaxis.range, W = gd && gd.clientWidth;
-  if (!Array.isArray(xr) || !(W >= 50) || (W - 40) / (xr[1] - xr[0]) >= 85) return;
-  const first = (t) => (typeof t === 'string' ? t.split('<br>')[0] : t);
+  const unit = Array.isArray(xr) ? (W - 40) / (xr[1] - xr[0]) : 1e9;
+  if (!(W >= 50) || unit >= 85) return;
+  const chars = Math.max(3, Math.floor((unit - 8) / (14 * scaleOf(W) * 0.62)));
+  const cut = (t) => {
+    if (typeof t !== 'string') return t;
+    const line = t.split('<br>')[0].replace(/ \((bonus|correction)\)$/, '');   // a glyph ("✓ ", "★ ") counts
+    const bare = line.replace(/<\/?b>/g, '');
+    if ([...bare].length <= chars) return line;
+    let s = [...bare].slice(0, chars - 1).join('');
+    if (s.lastIndexOf('&') > s.lastIndexOf(';')) s = s.slice(0, s.lastIndexOf('&'));   // not half an entity
+    return s + '…';
+  };
   data.forEach((t, i) => {
-    if (t.name !== 'nodes') return;
-    if (Array.isArray(t.text)) t.text = t.text.map(first);
-    steps.forEach((st) => { const d = st.data[i]; if (d && Array.isArray(d.text)) d.text = d.text.map(first); });
+    if (t.name !== 'nodes' && t.name !== "target's token") return;
+    t.textposition = 'top center';
+    if (Array.isArray(t.text)) t.text = t.text.map(cut);
+    steps.forEach((st) => { const d = st.data[i]; if (d && Array.isArray(d.text)) d.text = d.text.map(cut); });
   });
 };
 const intoView = () => {   // the caption and the tree on the screen, if they fit: scroll as little as that takes
