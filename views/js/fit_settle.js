@@ -82,7 +82,9 @@ const settle = async (el, o, H0, sig) => {
     // node boxes (the tree's labels) that run into each other: rows too close grow the plot (a legend that
     // wraps on a narrow plot takes its room from the rows); boxes too wide for their columns get their token texts
     // cut shorter, then smaller type
-    const room = nodeRoom(bx.items.filter((b) => b.kind === 'node'), bx.w, plotHn);
+    // (boxes placed in data coordinates only: the plot's growth moves those apart, not a box placed in pixels)
+    const room = nodeRoom(bx.items.filter((b) => b.kind === 'node' && /^y\d*$/.test((fz.annotations[b.idx] || {}).yref || '')),
+                          bx.w, plotHn);
     grow = Math.max(grow, room.grow);
     let cut = 0, shrink = 0;
     if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
