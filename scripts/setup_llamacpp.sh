@@ -22,7 +22,7 @@ CACHE=${EAGLE_LENS_LLAMACPP_CACHE:-$HOME/.cache/eagle-lens/llamacpp}
 DEST=$CACHE/$VERSION-$cpu_key
 link() { ln -sfn "$DEST" .llamacpp; echo "llama.cpp $VERSION: $(readlink .llamacpp)"; }
 
-# the converter (src/convert_hf_to_gguf.py, run by eagle_core/export_llamacpp.py in our environment) imports
+# the converter (src/convert_hf_to_gguf.py, run by eagle_core/export/llamacpp.py in our environment) imports
 # sentencepiece before it looks for a SentencePiece model, even for a BPE tokenizer
 "$PY" -c "import sentencepiece" 2>/dev/null || "$PY" -m pip install --quiet "sentencepiece==0.2.1" \
   || "$PY" -m pip install --quiet sentencepiece

@@ -72,7 +72,7 @@ def serve(llm, eagle: bool, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
-    ap.add_argument("--eagle", default=None, help="the exported head's folder (eagle_core/export.py)")
+    ap.add_argument("--eagle", default=None, help="the exported head's folder (eagle_core/export/vllm.py)")
     ap.add_argument("--method", default="eagle", choices=("eagle", "eagle3"),
                     help="vLLM's speculative method for --eagle: eagle (EAGLE-1 head) or eagle3 (EAGLE-3 head)")
     ap.add_argument("--k", type=int, default=2, help="num_speculative_tokens (a chain of k drafted tokens)")

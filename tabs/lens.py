@@ -146,7 +146,7 @@ def beat_record(state, cycle):
 # ----------------------------------------------------------------------------- the tab
 
 def vllm_commands_md(shifted: bool) -> str:
-    """Where the head is chosen: the exact lines that run it in vLLM (eagle_core/export.py), or why it cannot."""
+    """Where the head is chosen: the exact lines that run it in vLLM (eagle_core/export/vllm.py), or why it cannot."""
     from eagle_core.export import commands
     if not shifted:
         return ("The unshifted ablation head cannot run in vLLM: vLLM's EAGLE drafter always pairs the feature f_i "

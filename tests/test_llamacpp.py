@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from eagle_core import export as ex
-from eagle_core import export_llamacpp as el
+from eagle_core.export import llamacpp as el
 from eagle_core import llamacpp
 from eagle_core.model.head import random_head
 from eagle_core.model.head3 import random_eagle3_head

@@ -1,5 +1,5 @@
 """The benchmark's llama.cpp methods: `llamacpp` (its plain decoding of the target's own GGUF) and
-`llamacpp-eagle3` (its speculative decoding with our EAGLE-3 head, exported by export_llamacpp.py).
+`llamacpp-eagle3` (its speculative decoding with our EAGLE-3 head, exported by export/llamacpp.py).
 
 Each generation is one run of llama.cpp's own tool on the prompt (llamacpp.py): the seconds and the counters are
 llama.cpp's (its prompt and eval times, its encode and decode times and draft counters), so loading the files is
@@ -49,7 +49,7 @@ class LlamaCppEngine:
 
 def start_llamacpp(target, eagle3_head, methods, k: int = 3, export_dir: str | None = None,
                    target_gguf: str | None = None, n_threads: int | None = None, log=print) -> dict:
-    """{method: LlamaCppEngine} for the llama.cpp methods asked for; the head is exported (export_llamacpp.py)
+    """{method: LlamaCppEngine} for the llama.cpp methods asked for; the head is exported (export/llamacpp.py)
     into export_dir (a temporary folder by default) when llamacpp-eagle3 is asked for."""
     from ..export import embedded_target_gguf
     from ..llamacpp import LlamaCppMissing, tool
@@ -71,7 +71,7 @@ def start_llamacpp(target, eagle3_head, methods, k: int = 3, export_dir: str | N
     if "llamacpp-eagle3" in wanted:
         if eagle3_head is None:
             raise BenchError("llamacpp-eagle3 needs an EAGLE-3 head (--head-eagle3)")
-        from ..export_llamacpp import GGUF_NAME, export_llamacpp
+        from ..export.llamacpp import GGUF_NAME, export_llamacpp
         out = export_dir or tempfile.mkdtemp(prefix="eagle-lens-llamacpp-")
         path = os.path.join(out, GGUF_NAME)
         if not os.path.exists(path):

@@ -38,7 +38,7 @@ def vllm_python() -> str | None:
 
 def vllm_command(export_dir: str, method: str | None, k: int, eager: bool) -> tuple[list[str], dict]:
     """scripts/vllm_run.py in vLLM's environment for an export folder: (argv, env without our venv's paths);
-    method: None (plain), "eagle" or "eagle3" (the head in export_dir/method, as eagle_core/export.py writes it)."""
+    method: None (plain), "eagle" or "eagle3" (the head in export_dir/method, as eagle_core/export/vllm.py writes it)."""
     py = vllm_python()
     if py is None:
         raise RuntimeError("vLLM is not set up: run scripts/setup_vllm.sh (makes .venv-vllm)")

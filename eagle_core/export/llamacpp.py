@@ -5,12 +5,12 @@
 writes DIR/eagle3.gguf (and DIR/hf/, the folders it was converted from) with llama.cpp's own converter of the built
 version (scripts/setup_llamacpp.sh), and prints the llama.cpp commands that run it with the embedded target.
 
-The head goes through the layout vLLM reads (export.py: the released yuhuili/EAGLE3-* layout), which is also what
+The head goes through the layout vLLM reads (vllm.py: the released yuhuili/EAGLE3-* layout), which is also what
 llama.cpp's convert_hf_to_gguf.py takes for an EAGLE-3 draft (`--target-model-dir` names a folder with the
 target's config and tokenizer: only those are read, so only those are written). What llama.cpp's eagle3 graph
 computes, checked against head3.py:
   - extract_layers: llama.cpp collects the *input* of each named target layer (llama-context.cpp
-    extract_layer_inputs), transformers' hidden_states[i]: the numbering export.py gives vLLM;
+    extract_layer_inputs), transformers' hidden_states[i]: the numbering vllm.py gives vLLM;
   - exactly three layers (llama.cpp refuses another count), in the fc's column order;
   - the decoder layer: q/k/v over [input_layernorm(embedding), hidden_norm(fc(features))], the un-normed fc output
     as the residual (norm_before_residual false), the pre-norm output fed to the next step; norm + LM head over
@@ -30,7 +30,7 @@ import sys
 
 import torch
 
-from .export import ExportError, eagle3_check, eagle3_state_for_vllm, export_head, is_eagle3
+from .vllm import ExportError, eagle3_check, eagle3_state_for_vllm, export_head, is_eagle3
 
 GGUF_NAME = "eagle3.gguf"
 
@@ -66,7 +66,7 @@ def write_target_card(target, folder: str) -> None:
 
 def convert(head_dir: str, target_dir: str, outfile: str, timeout: float = 600) -> str:
     """llama.cpp's convert_hf_to_gguf.py (the built version, its own gguf-py) on the head folder; its log."""
-    from .llamacpp import converter
+    from ..llamacpp import converter
     script, env = converter()
     cmd = [sys.executable, script, head_dir, "--target-model-dir", target_dir, "--outtype", "f32",
            "--outfile", outfile]
@@ -117,7 +117,7 @@ def read_back(gguf_path: str) -> dict:
 
 def commands(target_gguf: str, head_gguf: str, k: int = 3) -> str:
     """The llama.cpp lines that run the exported head with the target (printed by the CLI)."""
-    from .llamacpp import home
+    from ..llamacpp import home
     b = os.path.join(home(), "bin")
     t, h = shlex.quote(target_gguf), shlex.quote(head_gguf)
     return "\n".join([
