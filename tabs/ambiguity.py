@@ -10,6 +10,7 @@ from eagle_core.serving.errors import UserError
 from eagle_core.serving.gpu import ZERO_GPU, gpu
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.rounds import job_turn
+from eagle_core.serving.shared import DONE, MINE, SharedResults
 from eagle_core.serving.turns import queue_note
 
 from .common import TRACE, Settings, unexpected
@@ -19,6 +20,17 @@ INTRO = ("The draft head predicts the target's **feature**. After “How can I�
          "makes one guess for all branches; the **shifted** EAGLE head also sees the sampled token, (f_I, e(t)). One "
          "measure says what that buys: after each branch, the draft probability each head gives the token the "
          "target says next. Real EAGLE cycles continuing each branch, once with each head, count it in tokens.")
+
+
+# A class pressing Compute on the same prefix: the record and payoff at T = 0 are a function of (prefix, branches,
+# chat, the loaded target and heads), so the engine computes them once and every other asker reads that result.
+SHARED = SharedResults()
+SHARED_WAIT_S = 1.0      # a waiter's note is refreshed this often
+
+
+def shared_key(prefix: str, b: int, chat, eagle3) -> tuple:
+    target, heads = MODEL.require()
+    return (prefix, b, bool(chat), bool(eagle3), id(target), tuple(sorted((k, id(h)) for k, h in heads.items())))
 
 
 @gpu
@@ -105,31 +117,51 @@ class AmbiguityTab:
             self.table = gr.HTML(views.ambiguity_html(a0))
         return self
 
+    def outputs(self, rec: dict, eagle3, note: str, payoff: bool = True) -> dict:
+        return {self.fig: views.ambiguity_figure(rec), self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
+                self.table: views.ambiguity_html(rec, eagle3), self.headline: views.ambiguity_headline(rec),
+                self.payoff: views.ambiguity_payoff_figure(rec if payoff else None, eagle3), self.rec: rec,
+                self.msg: note}
+
     def on_compute(self, prefix, branches, chat=False, eagle3=False):
-        """The record (one job of the engine loop), then its payoff (a job per round of EAGLE cycles)."""
+        """The record (one job of the engine loop), then its payoff (a job per round of EAGLE cycles); computed
+        once for every student who asks the same thing (SHARED), the others wait for it and read it."""
+        mine = False        # this call claimed the computation: it finishes it, or gives it up
         try:
             b = check_inputs(prefix, branches)
-            MODEL.require()
+            key = shared_key(prefix, b, chat, eagle3)
+            waited = 0.0
+            while True:
+                state, got = SHARED.claim(key)
+                if state == DONE:
+                    yield self.outputs(got, eagle3, "Computed live from the target and the heads, once for everyone "
+                                                    "who asked the same (T = 0: the same inputs give the same record).")
+                    return
+                if state == MINE:
+                    mine = True
+                    break
+                while not got.wait(SHARED_WAIT_S):      # another student is computing exactly this
+                    waited += SHARED_WAIT_S
+                    yield {self.msg: f"⏳ Someone asked the same a moment ago: waiting for that computation "
+                                     f"({waited:.0f} s)…"}
             waiting = lambda ahead, w: {self.msg: queue_note(ahead, w)}   # noqa: E731
             rec = yield from job_turn(lambda: _ambiguity(prefix, b, chat), waiting)
-            yield {self.fig: views.ambiguity_figure(rec),
-                   self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
-                   self.table: views.ambiguity_html(rec, eagle3), self.headline: views.ambiguity_headline(rec),
-                   self.payoff: views.ambiguity_payoff_figure(None), self.rec: rec,
-                   self.msg: "⏳ Features computed; now running EAGLE cycles with each head after each branch…"}
+            yield self.outputs(rec, eagle3, "⏳ Features computed; now running EAGLE cycles with each head after each "
+                                            "branch…", payoff=False)
             rec = dict(rec, payoff=(yield from payoff_turns(rec, bool(eagle3), waiting)))
+            SHARED.finish(key, rec)
+            mine = False
             # every output again: an API client reads the last update only
-            yield {self.fig: views.ambiguity_figure(rec),
-                   self.dist: views.ambiguity_dist_figure(rec, eagle3=eagle3),
-                   self.table: views.ambiguity_html(rec, eagle3), self.headline: views.ambiguity_headline(rec),
-                   self.payoff: views.ambiguity_payoff_figure(rec, eagle3), self.rec: rec,
-                   self.msg: "Computed live from the target and the heads."}
+            yield self.outputs(rec, eagle3, "Computed live from the target and the heads.")
         except (UserError, ValueError) as exc:
             yield {self.msg: f"❌ {exc}"}
         except GeneratorExit:
             raise
         except Exception as exc:
             yield {self.msg: f"❌ Could not compute ({unexpected(exc)})."}
+        finally:
+            if mine:
+                SHARED.finish(key, ok=False)     # failed or left: nothing kept, a waiter computes it
 
     def on_toggle(self, rec, eagle3):
         """Show or hide the EAGLE-3 head's series (no model work: from the record shown)."""

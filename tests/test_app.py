@@ -244,6 +244,7 @@ def test_race_and_ambiguity(client):
     assert "Race" in msg and "identical text" in msg
     assert "speedup" in plot(fig)["layout"]["title"]["text"]
     fig, dist, table, msg, headline, payoff = client.predict("How can I", 3, api_name="/ambiguity")[:6]
+    table0 = table
     names = " ".join(n or "" for n in trace_names(fig))
     assert "shifted head" in names and "unshifted head" in names and "real feature" in names
     assert len(plot(dist)["data"]) == 9
@@ -255,6 +256,9 @@ def test_race_and_ambiguity(client):
     assert "chat template" in table and msg.startswith("Computed")
     msg = client.predict("", 3, api_name="/ambiguity")[3]
     assert msg.startswith("❌")
+    # the same question again (a class pressing Compute): read from the one computation, the same record
+    again = client.predict("How can I", 3, api_name="/ambiguity")
+    assert "once for everyone" in again[3] and again[2] == table0 and again[4] == headline
 
 
 def test_walkthrough(client):
@@ -535,12 +539,13 @@ def test_paper_lab_live_recompute_and_session_histogram(client):
     """The Paper lab tab: a live recompute on two prompts redraws every measured panel (the four input kinds with
     random stand-ins on the tiny target, said so); bad input is answered in the page; the session histogram reads
     this session's own cycles."""
-    inputs, taus, table, tree, tree_md, heat, rel, pos_md, hist, bench_hist, msg = client.predict(
+    inputs, inputs_narrow, taus, table, tree, tree_md, heat, rel, pos_md, hist, bench_hist, msg = client.predict(
         "Say hi.\nCount to three.", 5, api_name="/lab_recompute")
     assert msg.startswith("Recomputed live on 2 prompts") and f"{2 * len(lab_tab.LAB_PLAN_NAMES)} generations" in msg
     assert "asked for 5; ran 2" in msg                                           # what was cut is said
     assert "Random stand-ins" in msg and "token-only" in msg                     # the tiny target: said, not hidden
     names = {t.get("name") for t in plot(inputs)["data"]}
+    assert {t.get("orientation") for t in plot(inputs_narrow)["data"]} == {"h"}   # a phone's: the bars lie down
     assert {"feature & shifted token", "feature & unshifted token", "token only", "feature only"} <= names
     assert len(plot(taus)["data"]) == 4 and "plain" in plot(taus)["data"][0]["text"][0]
     assert "| token only |" in table and "1.5×" in table and "What it shows" in table   # the paper's Fig. 4 beside

@@ -26,7 +26,7 @@ from .gpu import ZERO_GPU
 from .turns import CANCELLED, MODEL_LOCK, POLL_S, REPORT_S, model_turn, release_turn
 
 ROUND_MAX = 64          # generations per round at most (a pass of 64 small trees; the rest wait for the next)
-JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can I": ~0.1-0.25 s each on the CPU)
+JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can I"'s record, a round of its payoff)
 # After a round, the generations it served come back for their next cycle within a few milliseconds (their
 # threads record the cycle and ask again); the loop waits up to this long for them, so that a class keeps
 # stepping in one round instead of splitting into two half-rounds that each cost nearly a full pass.
