@@ -469,20 +469,25 @@ def test_step_seven_shows_a_typical_rejection_and_says_its_probabilities():
 
 
 def test_step_five_has_its_bars_and_measures_the_move():
-    """Step 5 shows the next-token bars it talks about (target, shifted, unshifted per branch) beside the feature
-    plane, and its note states the "How can I" tab's one measure (the draft probability of the target's next
-    token), computed from the record."""
+    """Step 5 shows, beside the feature plane, the bars of the "How can I" tab's one measure (per branch: the draft
+    probability each head gives the target's next token, the shifted and the unshifted head), and its note states
+    that measure, computed from the record."""
     from views.walkthrough import STEPS, walk_figure
+    from views.ambiguity import ambiguity_moves, measure_sentence, share
     five = next(i for i, s in enumerate(STEPS) if s["title"].startswith("5."))
     amb = _trace("default")["ambiguity"]
     fig, note = walk_figure(five, [], None, amb)
-    bars = [t for t in fig.data if t.type == "bar"]
-    assert len(bars) == 3 * len(amb["branches"])
-    assert {t.name for t in bars} >= {"shifted guess drafts", "target's real next token"}
-    from views.ambiguity import ambiguity_moves, measure_sentence
-    assert measure_sentence(ambiguity_moves(amb, eagle3=False)) in note.replace("&lt;", "<")   # the tab's measure
+    bars = {t.name: t for t in fig.data if t.type == "bar"}
+    assert set(bars) == {"shifted head", "unshifted head"}
+    m = ambiguity_moves(amb, eagle3=False)
+    for h, name in (("shifted", "shifted head"), ("unshifted", "unshifted head")):   # the measure, drawn
+        assert list(bars[name].y) == [b["q"][h] for b in m["branches"]]
+        assert list(bars[name].text) == [share(b["q"][h]) for b in m["branches"]]
+    assert all(b["next_text"].strip() and "→" in x for b, x in zip(m["branches"], bars["shifted head"].x))
+    assert measure_sentence(m) in note.replace("&lt;", "<")                          # the tab's measure
     assert "In tokens: continuing each branch with real EAGLE cycles" in note       # the recorded payoff
     assert "moves to its own branch" not in STEPS[five]["text"] and "bars" in STEPS[five]["text"]
+    assert "how far, in the full feature space" not in STEPS[five]["more"]          # no second measure
 
 
 def test_step_two_tells_faint_from_not_reached():

@@ -349,24 +349,19 @@ def ambiguity_html(rec, eagle3: bool = False) -> str:
     return ("".join(parts) + table + f"<p>Prefix tokens{ctx}: <code>{toks}</code>. Heads: {names}.</p>" + note)
 
 
-def ambiguity_walk_figure(rec, k: int = 4, plane_height: int = 330, bars_height: int = 210) -> go.Figure:
-    """The walkthrough's step 5 in one figure: the feature plane (top: the unshifted head's one guess, an arrow to
-    each shifted guess, a dotted line from it to its branch's real feature) and, per branch, the next-token bars
-    of the target, the shifted guess and the unshifted guess (the target's `k` likeliest next tokens)."""
+def ambiguity_walk_figure(rec, height: int = 430) -> go.Figure:
+    """The walkthrough's step 5 in one figure, side by side so a projector holds it: the feature plane (left: the
+    unshifted head's one guess, an arrow to each shifted guess, a dotted line from it to its branch's real feature)
+    and the tab's one measure (right: per branch, the draft probability each head gives the target's next token)."""
     rec = as_dict(rec)
     if not rec:
         return empty_figure("Press “Show it live”")
     brs = rec["branches"]
-    cols = 2 if len(brs) > 1 else 1
-    rows_b = (len(brs) + cols - 1) // cols
-    specs = [[{"colspan": cols}] + [None] * (cols - 1)] + [[{} for _ in range(cols)] for _ in range(rows_b)]
+    m = ambiguity_moves(rec, eagle3=False)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.1,
+                        subplot_titles=["Where each head's guess lands (features, PCA)",
+                                        "Draft probability of the target's next token"])
     last = esc(show_token(rec["last_token"]))
-    titles = ["Where each head's guess lands (the features, PCA)"] + [
-        f"after “…{esc(rec['prefix'][-12:])}<b>{esc(b['text'])}</b>” (p = {pct(b['p'])})" for b in brs]
-    height = plane_height + bars_height * rows_b + 170
-    fig = make_subplots(rows=1 + rows_b, cols=cols, specs=specs, subplot_titles=titles,
-                        row_heights=[plane_height] + [bars_height] * rows_b,
-                        vertical_spacing=min(0.09, 0.5 / (1 + rows_b)), horizontal_spacing=0.1)
     ux, uy = rec["unshifted_xy"]
     for b, br in enumerate(brs):
         c = BRANCH_COLOURS[b % len(BRANCH_COLOURS)]
@@ -378,44 +373,44 @@ def ambiguity_walk_figure(rec, k: int = 4, plane_height: int = 330, bars_height:
                            arrowhead=2, arrowsize=1.2, arrowwidth=2, arrowcolor=c, text="")
         fig.add_trace(go.Scatter(x=[rx], y=[ry], mode="markers+text", text=[f"<b>f({tok})</b>"],
                                  textposition="top center" if ry >= uy else "bottom center", textfont=dict(color=c),
-                                 marker=dict(size=16, color=c, line=dict(color="white", width=2)),
-                                 name="real feature after the branch token", legendgroup="real",
+                                 marker=dict(size=16, color=c, line=dict(color="white", width=2)), cliponaxis=False,
+                                 name="real feature after the branch", legendgroup="real",
                                  showlegend=b == 0, hovertext=[f"real feature after “{tok}”"], hoverinfo="text"),
                       row=1, col=1)
         fig.add_trace(go.Scatter(x=[sx], y=[sy], mode="markers",
                                  marker=dict(size=14, color=c, symbol="diamond-open", line=dict(width=3)),
-                                 name="shifted head's guess (knows the token)", legendgroup="sh",
+                                 name="shifted guess (knows the token)", legendgroup="sh",
                                  showlegend=b == 0, hoverinfo="text",
                                  hovertext=[f"shifted guess, given the sampled token “{tok}”"]), row=1, col=1)
     fig.add_trace(go.Scatter(x=[ux], y=[uy], mode="markers", marker=dict(size=18, color=UNSHIFTED, symbol="x"),
-                             name=f"unshifted head's one guess, from (f_{last}, e({last}))", hoverinfo="name"),
+                             name="unshifted guess (one for all)", hoverinfo="text",
+                             hovertext=[f"the unshifted head's one guess, from (f_{last}, e({last}))"]),
                   row=1, col=1)
-    # not to scale: the plane only places the guesses; the distances the text gives are the full-dimensional ones
-    fig.update_yaxes(row=1, col=1, gridcolor="#eee", zeroline=False, showticklabels=False)
-    fig.update_xaxes(row=1, col=1, gridcolor="#eee", zeroline=False, showticklabels=False)
-    series = [("target's real next token", TARGET_P, "", lambda b, t: b["vocab"][t]["prob"]),
-              ("shifted guess drafts", DRAFT_Q, "/", lambda b, t: b["vocab_shifted"][t]),
-              ("unshifted guess drafts (the same for every branch)", "#555555", ".",
-               lambda b, t: b["vocab_unshifted"][t])]
-    top = 0.0
-    for b, br in enumerate(brs):
-        order = sorted(range(len(br["vocab"])), key=lambda t: -br["vocab"][t]["prob"])[:k]
-        xs = [show_token(br["vocab"][t]["text"]) for t in order]
-        r, c = 2 + b // cols, 1 + b % cols
-        for name, colour, pattern, get in series:
-            ys = [get(br, t) for t in order]
-            top = max([top] + ys)
-            fig.add_trace(go.Bar(x=xs, y=ys, name=name, legendgroup=name, showlegend=b == 0,
-                                 marker=dict(color=colour, pattern_shape=pattern),
-                                 hovertext=[f"{esc(x)}: {pct(y)}" for x, y in zip(xs, ys)], hoverinfo="text"),
-                          row=r, col=c)
-    for b in range(len(brs)):
-        fig.update_yaxes(range=[0, min(1.0, top * 1.12)], tickformat=".0%", gridcolor="#eee", row=2 + b // cols,
-                         col=1 + b % cols)
-    fig.update_layout(barmode="group", bargap=0.25)
+    # not to scale: the plane only places the guesses; the measure on the right is the full-dimensional one. Padded
+    # so that the markers and their labels stay inside the panel
+    pts = [rec["unshifted_xy"]] + [p for br in brs for p in (br["real_xy"], br["shifted_xy"])]
+    for axis, i in ((fig.update_xaxes, 0), (fig.update_yaxes, 1)):
+        lo, hi = min(p[i] for p in pts), max(p[i] for p in pts)
+        pad = 0.18 * (hi - lo or 1.0) + (0.12 * (hi - lo or 1.0) if i else 0)
+        axis(row=1, col=1, range=[lo - pad, hi + pad], gridcolor="#eee", zeroline=False, showticklabels=False)
+    # the one measure: x = the branch token and the target's next token after it
+    xs = [f"{esc(show_token(b['text'], 10))}<br>→ {esc(show_token(b['next_text'], 10))}" for b in m["branches"]]
+    for h in ("shifted", "unshifted"):
+        name, colour, pattern = HEADS[h]
+        ys = [b["q"][h] for b in m["branches"]]
+        fig.add_trace(go.Bar(x=xs, y=ys, name=name, marker=dict(color=colour, pattern_shape=pattern),
+                             text=[share(y) for y in ys], textposition="outside", cliponaxis=False,
+                             textfont=dict(size=13),
+                             hovertext=[f"{name}: {share(y)} on “{esc(show_token(b['next_text']))}” after "
+                                        f"“{esc(show_token(b['text']))}”" for y, b in zip(ys, m["branches"])],
+                             hoverinfo="text"), row=1, col=2)
+    top = max([b["q"][h] for b in m["branches"] for h in ("shifted", "unshifted")] + [0.05])
+    fig.update_yaxes(row=1, col=2, range=[0, min(1.0, top * 1.25)], tickformat=".0%", gridcolor="#eee")
+    fig.update_xaxes(row=1, col=2, tickfont=dict(size=13), tickangle=0)
+    fig.update_layout(barmode="group", bargap=0.3, uniformtext=dict(minsize=11, mode="show"))
     base_layout(fig, None, height=height,
-                legend=dict(orientation="h", yanchor="top", y=-0.04, x=0, font=dict(size=14)))
-    fig.update_layout(margin=dict(l=50, r=20, t=40, b=20))
-    for b, a in enumerate(fig.layout.annotations[:len(titles)]):
-        a.font = dict(size=15, color=BRANCH_COLOURS[(b - 1) % len(BRANCH_COLOURS)] if b else "#222")
+                legend=dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=13)))
+    fig.update_layout(margin=dict(l=20, r=20, t=40, b=20))
+    for a in fig.layout.annotations[:2]:
+        a.font = dict(size=15, color="#222")
     return fig

@@ -74,10 +74,11 @@ STEPS = [
     dict(title="5. Feature uncertainty and the shifted token",
          text="After “How can I” the next feature depends on which word is sampled next, and a head that does not "
               "see that word (unshifted, ✕) makes one guess for all branches. EAGLE feeds the head the sampled "
-              "token (shifted), so each guess (◇) moves toward its own branch's real feature (●). The bars compare "
-              "what each guess drafts next with what the target says next.",
+              "token (shifted), so each guess (◇) moves toward its own branch's real feature (●). The bars: the draft "
+              "probability each guess gives the token the target says next.",
          more="The head predicts the target's internal feature, not just a token. The arrows in the plane show the "
-              "move; the note measures how far, in the full feature space. “Open these settings” opens the "
+              "move (a 2-D picture, not to scale); the bars measure what it buys in the draft, and the note in "
+              "tokens: real EAGLE cycles with each head. “Open these settings” opens the "
               "“How can I” tab, where any prefix can be tried.",
          view="ambiguity", preset=dict(), opens=dict(shifted=False), tab="amb", land="amb",
          look="the “How can I” tab: the shifted and the unshifted head on any prefix."),
@@ -308,7 +309,7 @@ def walk_figure(i, recs, plain=None, amb=None, costs=None, costs_source=""):
     if view == "race":
         return race_figure(recs, plain or []), ""
     if view == "ambiguity":   # compact: a projector's screen holds the plane and the bars together
-        return ((ambiguity_walk_figure(amb, k=3, plane_height=250, bars_height=130), ambiguity_note(amb)) if amb
+        return ((ambiguity_walk_figure(amb), ambiguity_note(amb)) if amb
                 else (empty_figure("press Show it live"), ""))
     rec, node, note = pick_cycle(i, recs or [])
     if rec is None:

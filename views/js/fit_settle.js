@@ -85,12 +85,15 @@ const settle = async (el, o, H0, sig) => {
     // (boxes placed in data coordinates only: the plot's growth moves those apart, not a box placed in pixels)
     const room = nodeRoom(bx.items.filter((b) => b.kind === 'node' && /^y\d*$/.test((fz.annotations[b.idx] || {}).yref || '')),
                           bx.w, plotHn);
-    grow = Math.max(grow, room.grow);
+    // a deck's figure keeps the screen's height: rows too close there take smaller type (a shorter text would
+    // not make a box lower)
+    const tight = room.grow > 0 && fillHeight(el);
+    if (!tight) grow = Math.max(grow, room.grow);
     let cut = 0, shrink = 0;
     if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
       o.nodeLimit = Math.max(NODE_MIN_CHARS, (o.nodeLimit || 14) - 3);
       cut = o.nodeLimit;
-    } else if (room.crowded && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
+    } else if ((room.crowded || tight) && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
       o.nodeFont = Math.max(NODE_MIN_FONT, (o.nodeFont || 1) - 0.1);
       shrink = o.nodeFont;
     }
