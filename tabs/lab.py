@@ -24,6 +24,7 @@ LAB = load_json("lab.json")   # written by `python -m eagle_core.lab`
 LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.serving` (needs vLLM's environment)
 # written by `python -m eagle_core.bench.head_compare` (docs/benchmarks.md, "EAGLE-3 against EAGLE-1")
 HEADS_EAGLE3 = load_json("bench", "heads_eagle3.json")
+LAB_ENGINES = load_json("bench", "llamacpp_sharegpt_t0_cpu.json")   # the benchmark with llama.cpp's methods
 LAB_BATCH = load_json("lab_batch.json")   # written by `python -m eagle_core.bench.batch_sweep` (this engine's rounds)
 # its prompts' text, from the shared prompt set it names (not copied here), else their set and id
 LAB_NAMES = prompt_names(LAB or {})
@@ -129,6 +130,22 @@ def eagle3_section(report: dict | None) -> dict:
             "md": vl.eagle3_table(report) + (f"\n\n**What it shows:** {finding}" if finding else ""),
             "source": "Measured by `python -m eagle_core.bench.head_compare` (the command and the training: "
                       "docs/benchmarks.md and docs/training.md)."}
+
+
+def engines_section(report: dict | None) -> dict:
+    """Panel 9 from the benchmark run with llama.cpp's methods (docs/benchmarks.md): both engines' tokens/s and
+    pass costs, the table and the computed sentence (None: not measured in this clone)."""
+    if not report or not report.get("methods"):
+        return {"fig": views.common.empty_figure("Not measured: python -m eagle_core.bench --methods "
+                                                 "vanilla,eagle-static,llamacpp,llamacpp-eagle3 (docs/benchmarks.md)"),
+                "md": ""}
+    cfg = report.get("config") or {}
+    finding = vl.engines_finding(report, vl.engines_costs(report))
+    md = (vl.engines_table(report) + (f"\n\n**What it shows:** {finding}" if finding else "")
+          + f"\n\nMeasured by `{cfg.get('command')}` on {cfg.get('date')} ({cfg.get('threads')} threads): one run, "
+            "the same prompts for every method; llama.cpp's tokens/s and τ from its own counters, its pass costs "
+            "from llama-bench (the mean of a few runs), ours the best of a few.")
+    return {"fig": vl.engines_figure(report, vl.engines_costs(report)), "md": md}
 
 
 def lab_source(report: dict | None) -> str:
@@ -252,6 +269,14 @@ class LabTab:
                           + e3["source"])
             gr.Plot(e3["depths"], label="EAGLE-1 and EAGLE-3: held-out acceptance per depth")
             gr.Markdown(e3["md"])
+            eng = engines_section(LAB_ENGINES)
+            gr.Markdown("### 9. Beside llama.cpp, the engine CPU users run\nThe same target (the embedded GGUF) and "
+                        "our shipped EAGLE-3 head, exported to llama.cpp (`python -m eagle_core.export --head eagle3 "
+                        "--engine llama.cpp`), decoded by both engines in one benchmark run on this CPU. Whether "
+                        "speculation pays is decided by what a pass of a few tokens costs against a one-token pass "
+                        "in each engine.")
+            gr.Plot(eng["fig"], label="Our engine and llama.cpp: tokens/s and pass costs")
+            gr.Markdown(eng["md"])
         return self
 
     @property

@@ -334,6 +334,14 @@ def test_pass_costs_are_in_the_report(tiny_report):
     assert pc["numerics"] == "float32"          # tiny targets run fp32 (conftest)
     text = report.format_table(tiny_report)
     assert "target pass cost by tokens per pass" in text and "stock transformers (fp32)" in text
+    assert "llama.cpp" not in text
+    # a run with llama.cpp's methods carries its pass costs too (llama-bench's means; a row it lacks is a dash)
+    lc = {"ms": {"1": 9.5, "2": 12.0, "4": 20.25}, "relative": {"1": 1.0, "2": 1.2632, "4": 2.1316}}
+    text = report.format_table(dict(tiny_report, llamacpp_pass_costs=lc))
+    line = next(t for t in text.splitlines() if "llama.cpp (its GGUF" in t).split()
+    assert line[-6:] == ["9.5", "12.0", "20.2", "-", "-", "-"]
+    line = next(t for t in text.splitlines() if "llama.cpp, in its passes" in t).split()
+    assert line[-6:] == ["1.00", "1.26", "2.13", "-", "-", "-"]
 
 
 def test_mismatch_references_follow_the_numerical_model():

@@ -556,3 +556,30 @@ def test_play_counts_one_way():
     for b in range(beat_count(rec)):
         k, n = re.search(r"beat (\d+)/(\d+)", beat_title(rec, b)).groups()
         assert beat_caption(rec, b).startswith(f"Beat {k} of {n} · ")
+
+
+def test_engines_panel_from_a_benchmark_report():
+    """Paper lab panel 9 (our engine beside llama.cpp) is drawn from one benchmark report: the methods' tokens/s and
+    tau, both engines' pass costs in their own one-token passes, and a sentence computed from them (a made-up report:
+    each number in the output must come from it)."""
+    import views.lab as vl
+    report = {"config": {"llamacpp": {"llamacpp-eagle3": {"k": 3}}},
+              "methods": {"vanilla": {"tokens_per_s": 20.0, "tau": 1.0}, "eagle-static": {"tokens_per_s": 30.0, "tau": 2.5},
+                          "llamacpp": {"tokens_per_s": 80.0, "tau": 1.0},
+                          "llamacpp-eagle3": {"tokens_per_s": 40.0, "tau": 1.6}},
+              "pass_costs": {"rows": [1, 4, 8], "steps": [1.0, 1.1, 1.3], "plan_ms": [50.0, 55.0, 65.0],
+                             "numerics": "fp32"},
+              "llamacpp_pass_costs": {"ms": {"1": 10.0, "4": 25.0, "8": 40.0}, "relative": {"1": 1.0, "4": 2.5, "8": 4.0}}}
+    costs = vl.engines_costs(report)
+    assert costs["ours"]["relative"] == {"1": 1.0, "4": 1.1, "8": 1.3} and costs["llamacpp"]["relative"]["4"] == 2.5
+    fig = vl.engines_figure(report, costs)
+    bars = fig.data[0]
+    assert list(bars.x) == [20.0, 30.0, 80.0, 40.0] and "llama.cpp, plain" in bars.y
+    assert {t.name for t in fig.data[1:]} == {"ours (fp32)", "llama.cpp (Q4_1)"}
+    table = vl.engines_table(report)
+    assert "| ours, EAGLE tree | ours | 30.0 | 2.50 |" in table and "10.0 (1.00)" in table and "25.0 (2.50)" in table
+    text = vl.engines_finding(report, costs)
+    assert "1.50x our plain decoding" in text and "loses (0.50x its plain decoding)" in text
+    assert "a pass of 4 tokens costs 2.50 one-token passes there" in text and "0.38x llama.cpp" in text
+    from tabs.lab import engines_section
+    assert engines_section(None)["md"] == "" and engines_section(report)["md"].startswith("| method |")

@@ -60,8 +60,9 @@ def pass_costs(target, rows=ROWS, prefix: int = 256, reps: int = 5) -> dict:
             "steps": [round(m / one, 2) for m in plan_ms] if one else None}
 
 
-def format_pass_costs(pc: dict | None) -> list[str]:
-    """The table as report lines (empty without one)."""
+def format_pass_costs(pc: dict | None, llamacpp: dict | None = None) -> list[str]:
+    """The table as report lines (empty without one); `llamacpp`: llama.cpp's own pass costs of the same rows
+    (llamacpp.pass_costs: llama-bench's means), two more lines."""
     if not pc:
         return []
     w = 7
@@ -72,4 +73,12 @@ def format_pass_costs(pc: dict | None) -> list[str]:
         lines.append(f"  {'stock transformers (fp32)':<26}" + "".join(f"{m:>{w}.1f}" for m in pc["stock_ms"]))
     if pc.get("steps"):
         lines.append(f"  {'ours, in one-token passes':<26}" + "".join(f"{s:>{w}.2f}" for s in pc["steps"]))
+    if llamacpp and llamacpp.get("ms"):
+        ms = {int(r): v for r, v in llamacpp["ms"].items()}
+        rel = {int(r): v for r, v in (llamacpp.get("relative") or {}).items()}
+        lines.append(f"  {'llama.cpp (its GGUF, mean)':<26}" + "".join(f"{ms[r]:>{w}.1f}" if r in ms else f"{'-':>{w}}"
+                                                                   for r in pc["rows"]))
+        if rel:
+            lines.append(f"  {'llama.cpp, in its passes':<26}" + "".join(
+                f"{rel[r]:>{w}.2f}" if r in rel else f"{'-':>{w}}" for r in pc["rows"]))
     return lines

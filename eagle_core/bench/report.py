@@ -54,7 +54,8 @@ def format_table(report: dict) -> str:
     accepted-length histograms, where the time goes and speedup by category (where the report has them)."""
     cfg, ms = report["config"], report["methods"]
     greedy = cfg.get("temperature", 0) == 0
-    lines = (_header_lines(report) + format_pass_costs(report.get("pass_costs")) + _method_rows(ms, cfg, greedy)
+    lines = (_header_lines(report) + format_pass_costs(report.get("pass_costs"), report.get("llamacpp_pass_costs"))
+             + _method_rows(ms, cfg, greedy)
              + numerics_lines(report.get("numerics")) + _acceptance_lines(ms) + _histogram_lines(ms)
              + _time_split_lines(ms) + _category_lines(ms))
     if cfg.get("skipped_prompts"):

@@ -1,0 +1,130 @@
+"""Paper lab: our engine beside llama.cpp on this CPU: tokens/s of each engine's plain and EAGLE decoding (the
+benchmark's llamacpp / llamacpp-eagle3 methods beside ours, one run), and what one pass costs by tokens per pass in
+each engine, the figure that says why speculation wins in one and loses in the other."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import LAB_FONT as FONT
+
+OURS, THEIRS = "#1f77b4", "#d62728"
+NAMES = {"hf-greedy": "transformers", "vanilla": "ours, plain", "eagle-static": "ours, EAGLE tree",
+         "eagle-chain": "ours, EAGLE chain", "eagle-chain:eagle3": "ours, EAGLE-3 chain",
+         "eagle-static:eagle3": "ours, EAGLE-3 tree", "llamacpp": "llama.cpp, plain",
+         "llamacpp-eagle3": "llama.cpp, EAGLE-3 chain"}
+
+
+def _engine(method: str) -> str:
+    return "llama.cpp" if method.startswith("llamacpp") else "ours"
+
+
+def engines_figure(bench: dict, costs: dict) -> go.Figure:
+    """Left: tokens/s by method (colour = engine, hatched = speculative). Right: one pass of R tokens in units of
+    the engine's own one-token pass, both engines."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.16,
+                        subplot_titles=("Tokens per second (one run, same prompts)",
+                                        "A pass of R tokens, in one-token passes"))
+    ms = [m for m in bench["methods"] if m in NAMES]
+    vals = [bench["methods"][m]["tokens_per_s"] for m in ms]
+    fig.add_trace(go.Bar(
+        y=[NAMES[m] for m in ms], x=vals, orientation="h", showlegend=False,
+        marker=dict(color=[THEIRS if _engine(m) == "llama.cpp" else OURS for m in ms],
+                    pattern=dict(shape=["/" if m not in ("hf-greedy", "vanilla", "llamacpp") else "" for m in ms])),
+        text=[f"{v:.0f}" for v in vals], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.1f} tok/s<extra></extra>"), row=1, col=1)
+    for name, rel, color in (("ours (fp32)", (costs.get("ours") or {}).get("relative"), OURS),
+                             ("llama.cpp (Q4_1)", (costs.get("llamacpp") or {}).get("relative"), THEIRS)):
+        if not rel:
+            continue
+        rows = sorted(int(r) for r in rel)
+        fig.add_trace(go.Scatter(x=rows, y=[rel[str(r)] if str(r) in rel else rel[r] for r in rows], name=name,
+                                 mode="lines+markers", line=dict(color=color),
+                                 hovertemplate=name + ": %{x} tokens cost %{y:.2f} one-token passes<extra></extra>"),
+                      row=1, col=2)
+    fig.update_xaxes(title_text="tokens/s", automargin=True, row=1, col=1)
+    fig.update_yaxes(automargin=True, autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text="tokens in the pass", type="log", automargin=True, row=1, col=2)
+    fig.update_yaxes(title_text="one-token passes", automargin=True, row=1, col=2)
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=50, b=10), font=FONT,
+                      legend=dict(orientation="h", y=-0.25, x=0.55))
+    return fig
+
+
+def engines_costs(report: dict) -> dict:
+    """The figure's pass costs from one benchmark report: ours (report["pass_costs"]: the plan's passes in one-token
+    passes) and llama.cpp's (report["llamacpp_pass_costs"], llama-bench on the target's GGUF), keyed by rows."""
+    out = {}
+    pc = report.get("pass_costs") or {}
+    if pc.get("steps"):
+        out["ours"] = {"relative": {str(r): s for r, s in zip(pc["rows"], pc["steps"])},
+                       "ms": {str(r): m for r, m in zip(pc["rows"], pc["plan_ms"])}, "numerics": pc.get("numerics")}
+    lc = report.get("llamacpp_pass_costs") or {}
+    if lc.get("relative"):
+        out["llamacpp"] = {"relative": {str(r): v for r, v in lc["relative"].items()},
+                           "ms": {str(r): v for r, v in lc["ms"].items()}}
+    return out
+
+
+def engines_table(report: dict) -> str:
+    """Markdown: tokens/s and tau per method (the benchmark's rows), then both engines' pass costs."""
+    m = report["methods"]
+    rows = ["| method | engine | tokens/s | tokens a pass (τ) |", "|---|---|---:|---:|"]
+    for k in (x for x in m if x in NAMES):
+        tau = m[k].get("tau")
+        rows.append(f"| {NAMES[k]} | {_engine(k)} | {m[k]['tokens_per_s']:.1f} | "
+                    f"{'' if tau is None else f'{tau:.2f}'} |")
+    costs = engines_costs(report)
+    if costs:
+        rs = sorted({int(r) for c in costs.values() for r in c["relative"]})
+        rows += ["", "| a pass of R tokens, ms (in one-token passes) | " + " | ".join(f"R = {r}" for r in rs) + " |",
+                 "|---|" + "---:|" * len(rs)]
+        for eng, label in (("ours", f"ours ({(costs.get('ours') or {}).get('numerics') or 'fp32'})"),
+                           ("llamacpp", "llama.cpp (the GGUF's Q4_1)")):
+            c = costs.get(eng)
+            if c:
+                rows.append(f"| {label} | " + " | ".join(
+                    f"{c['ms'][str(r)]:.1f} ({c['relative'][str(r)]:.2f})" if str(r) in c["relative"] else "–"
+                    for r in rs) + " |")
+    return "\n".join(rows)
+
+
+def _rel(costs: dict, engine: str, rows: int) -> float | None:
+    rel = (costs.get(engine) or {}).get("relative") or {}
+    v = rel.get(str(rows), rel.get(rows))
+    return float(v) if v is not None else None
+
+
+def engines_finding(bench: dict, costs: dict, k: int | None = None) -> str:
+    """The panel's sentence, computed: each engine's EAGLE speedup over its own plain decoding, its tokens per pass
+    (tau) and what a pass of the drafted tokens costs there."""
+    m = bench["methods"]
+    k = k or ((bench.get("config") or {}).get("llamacpp") or {}).get("llamacpp-eagle3", {}).get("k") or 3
+    parts = []
+    ours_best = max((x for x in m if _engine(x) == "ours" and x.startswith("eagle")),
+                    key=lambda x: m[x]["tokens_per_s"], default=None)
+    if ours_best and "vanilla" in m:
+        r = m[ours_best]["tokens_per_s"] / m["vanilla"]["tokens_per_s"]
+        c = _rel(costs, "ours", 8)
+        parts.append(f"in our engine {NAMES[ours_best]} runs {r:.2f}x our plain decoding: it commits "
+                     f"{m[ours_best]['tau']:.2f} tokens a pass"
+                     + (f", and a pass of 8 tokens costs {c:.2f} one-token passes (fp32 weights: a pass is bound by "
+                        "reading 540 MB of them, so a few more tokens ride along)" if c else ""))
+    if "llamacpp-eagle3" in m and "llamacpp" in m:
+        r = m["llamacpp-eagle3"]["tokens_per_s"] / m["llamacpp"]["tokens_per_s"]
+        c = _rel(costs, "llamacpp", k + 1) or _rel(costs, "llamacpp", 4)
+        verdict = "wins" if r > 1 else "loses"
+        parts.append(f"in llama.cpp the same head {verdict} ({r:.2f}x its plain decoding): its chain of {k} commits "
+                     f"{m['llamacpp-eagle3']['tau']:.2f} tokens a pass"
+                     + (f" while a pass of {k + 1} tokens costs {c:.2f} one-token passes there, and drafting "
+                        "adds the head's own passes" if c else ""))
+    if "llamacpp" in m:
+        best = max((x for x in m if _engine(x) == "ours"), key=lambda x: m[x]["tokens_per_s"], default=None)
+        if best:
+            parts.append(f"our fastest method ({NAMES.get(best, best)}, {m[best]['tokens_per_s']:.0f} tok/s) "
+                         f"reaches {m[best]['tokens_per_s'] / m['llamacpp']['tokens_per_s']:.2f}x llama.cpp's plain "
+                         f"decoding ({m['llamacpp']['tokens_per_s']:.0f} tok/s)")
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
