@@ -90,6 +90,11 @@ def test_step_seven_says_what_it_shows():
     fig, _ = walk_figure(step(7), recs)        # the figure writes it the same way, in its title and legend
     words = " ".join([a.text.replace("<br>", " ") for a in fig.layout.annotations] + [t.name or "" for t in fig.data])
     assert "max(0, p − q), normalised" in words and "p′ − q′" not in words
+    # the deck's short form: at most four residual bars, the drawn token always among them, on every recorded cycle
+    from views.probs import probs_figure
+    for rec in recs:
+        bars = [t for t in probs_figure(rec, compact=True).data if t.type == "bar" and t.xaxis == "x3"]
+        assert len(bars[0].x) <= 4 and sum(x.startswith("★ ") for x in bars[0].x) == 1, rec["cycle"]
 
 
 def test_step_four_hosts_the_same_law_panel_at_t_above_zero():

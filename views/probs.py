@@ -80,7 +80,9 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     return par, [dict(token_id=t, **r) for t, r in keep]
 
 
-def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
+def probs_figure(rec, node: int | None = None, height: int = 460, compact: bool = False) -> go.Figure:
+    """compact (the walkthrough's deck, where the note beside says the rule with its numbers): short panel titles and
+    the residual's four likeliest tokens (the drawn one always among them)."""
     rec = as_dict(rec)
     sampling = is_sampling(rec)
     if node is None or node not in {n["index"] for n in rec["nodes"]} or node == 0:
@@ -113,7 +115,8 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
         verdict = {"accepted": "accepted", "rejected": "rejected", "not_reached": "not reached"}[n["status"]]
         ttl = (f"<b>“{esc(show_token(n['text'], 16))}”</b> after “{esc(show_token(par['text'], 16))}”: "
                f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
-        ttl += "<br>" + wrap(rule_sentence(n, sampling), 62)
+        if not compact:
+            ttl += "<br>" + wrap(rule_sentence(n, sampling), 62)
         merge(titles[0], dict(text=ttl, font=dict(size=14)))
     else:
         titles.append(dict(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",
@@ -134,6 +137,14 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                            xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666")))
     # ---- panel 3: where the bonus/correction came from
     res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t)]
+    if not any(t["token_id"] == rec["bonus_token"] for t in res) and rec.get("residual_topk"):
+        # a record from before the drawn token was kept beside the top k: its bar is named, its height unknown
+        res = res + [dict(token_id=rec["bonus_token"], text=rec["bonus_text"] + " (p not recorded)", prob=0.0)]
+    if compact and len(res) > 4:
+        drawn = [t for t in res if t["token_id"] == rec["bonus_token"]]
+        keep = sorted(res, key=lambda t: -t["prob"])[:4 - len(drawn)]
+        keep = [t for t in keep if t not in drawn]
+        res = sorted(keep + drawn, key=lambda t: -t["prob"])
     bcol = CORRECTION if kind == "correction" else BONUS
     data.append(dict(type="bar", x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"])
                                     for t in res],
@@ -143,6 +154,8 @@ def probs_figure(rec, node: int | None = None, height: int = 460) -> go.Figure:
                      name=source_legend(rec), hovertext=[f"{esc(t['text'])}: {pct(t['prob'])}" for t in res],
                      hoverinfo="text", **grid_axes(1, 3, 3)))
     t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text']))}”<br>{wrap(source_sentence(rec), 30)}"
+    if compact:
+        t3 = f"{kind.capitalize()} “{esc(show_token(rec['bonus_text'], 10))}”"
     merge(titles[2], dict(text=t3, font=dict(size=14)))
     merge(titles[1], dict(font=dict(size=14)))
     for axis in axis_names(layout, "y"):

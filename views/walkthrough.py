@@ -315,7 +315,7 @@ def walk_figure(i, recs, plain=None, amb=None, costs=None, costs_source=""):
     if rec is None:
         return empty_figure("press Show it live"), ""
     if view == "probs":
-        return with_draw_legend(probs_figure(rec, node), rec), note
+        return with_draw_legend(probs_figure(rec, node, compact=True), rec), note
     if view == "mask":
         return mask_figure(rec, compact=True), note
     return tree_figure(rec), note

@@ -47,13 +47,18 @@ class RecordBuilder:
             s = self._texts[t] = self.target.token_text(t)
         return s
 
-    def topk(self, probs: torch.Tensor) -> list[TokenProb]:
+    def topk(self, probs: torch.Tensor, drawn: int | None = None) -> list[TokenProb]:
+        """The k likeliest tokens of `probs`, and `drawn` after them when it is not among them (a token sampled
+        from the residual's tail: the view shows the bar it was drawn as)."""
         if self.k <= 0:
             return []
         v, i = torch.topk(probs.float(), min(self.k, probs.shape[-1]))
+        ids, ps = i.tolist(), v.tolist()
+        if drawn is not None and drawn not in ids and 0 <= drawn < probs.shape[-1]:
+            ids.append(int(drawn))
+            ps.append(float(probs[drawn]))
         special = self.target.special_ids
-        return [TokenProb(int(t), self.text(int(t)), float(p), int(t) in special)
-                for t, p in zip(i.tolist(), v.tolist())]
+        return [TokenProb(int(t), self.text(int(t)), float(p), int(t) in special) for t, p in zip(ids, ps)]
 
     def record(self, res: CycleResult) -> CycleRecord:
         acc, tree = res.acc, res.tree
@@ -61,7 +66,7 @@ class RecordBuilder:
         return CycleRecord(
             cycle=res.cycle, prefix_len=res.prefix_len, nodes=self.nodes(res, named), accepted_path=acc.path,
             accepted_tokens=[tree.nodes[i].token for i in acc.path], bonus_token=acc.token,
-            bonus_text=self.text(acc.token), bonus_kind=acc.kind, residual_topk=self.topk(acc.dist),
+            bonus_text=self.text(acc.token), bonus_kind=acc.kind, residual_topk=self.topk(acc.dist, acc.token),
             new_tokens=res.committed, accept_length=len(acc.path), draft_seconds=res.draft_seconds,
             verify_seconds=res.verify_seconds, other_seconds=res.other_seconds,
             total_new_tokens=res.total_new_tokens, target_forwards=res.target_forwards,
