@@ -579,7 +579,7 @@ def test_engines_panel_from_a_benchmark_report():
     table = vl.engines_table(report)
     assert "| ours, EAGLE tree | ours | 30.0 | 2.50 |" in table and "10.0 (1.00)" in table and "25.0 (2.50)" in table
     text = vl.engines_finding(report, costs)
-    assert "1.50x our plain decoding" in text and "loses (0.50x its plain decoding)" in text
+    assert "EAGLE runs 1.50x our plain decoding (ours, EAGLE tree)" in text and "loses (0.50x its plain decoding)" in text
     assert "a pass of 4 tokens costs 2.50 one-token passes there" in text and "0.38x llama.cpp" in text
     from tabs.lab import engines_section
     assert engines_section(None)["md"] == "" and engines_section(report)["md"].startswith("| method |")

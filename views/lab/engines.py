@@ -16,7 +16,7 @@ NAMES = {"hf-greedy": "transformers", "vanilla": "ours, plain", "eagle-static": 
 
 
 def _engine(method: str) -> str:
-    return "llama.cpp" if method.startswith("llamacpp") else "ours"
+    return "llama.cpp" if method.startswith("llamacpp") else ("transformers" if method == "hf-greedy" else "ours")
 
 
 def engines_figure(bench: dict, costs: dict) -> go.Figure:
@@ -106,16 +106,19 @@ def engines_finding(bench: dict, costs: dict, k: int | None = None) -> str:
     if ours_best and "vanilla" in m:
         r = m[ours_best]["tokens_per_s"] / m["vanilla"]["tokens_per_s"]
         c = _rel(costs, "ours", 8)
-        parts.append(f"in our engine {NAMES[ours_best]} runs {r:.2f}x our plain decoding: it commits "
-                     f"{m[ours_best]['tau']:.2f} tokens a pass"
+        chain3 = next((x for x in ("eagle-chain:eagle3",) if x in m and x != ours_best), None)
+        also = (f"; the EAGLE-3 head's chain of {k}, {m[chain3]['tokens_per_s'] / m['vanilla']['tokens_per_s']:.2f}x"
+                if chain3 else "")
+        parts.append(f"in our engine EAGLE runs {r:.2f}x our plain decoding ({NAMES[ours_best]}{also}): a cycle "
+                     f"commits {m[ours_best]['tau']:.2f} tokens"
                      + (f", and a pass of 8 tokens costs {c:.2f} one-token passes (fp32 weights: a pass is bound by "
                         "reading 540 MB of them, so a few more tokens ride along)" if c else ""))
     if "llamacpp-eagle3" in m and "llamacpp" in m:
         r = m["llamacpp-eagle3"]["tokens_per_s"] / m["llamacpp"]["tokens_per_s"]
         c = _rel(costs, "llamacpp", k + 1) or _rel(costs, "llamacpp", 4)
         verdict = "wins" if r > 1 else "loses"
-        parts.append(f"in llama.cpp the same head {verdict} ({r:.2f}x its plain decoding): its chain of {k} commits "
-                     f"{m['llamacpp-eagle3']['tau']:.2f} tokens a pass"
+        parts.append(f"in llama.cpp the same EAGLE-3 head's chain of {k} {verdict} ({r:.2f}x its plain decoding): "
+                     f"a cycle commits {m['llamacpp-eagle3']['tau']:.2f} tokens"
                      + (f" while a pass of {k + 1} tokens costs {c:.2f} one-token passes there, and drafting "
                         "adds the head's own passes" if c else ""))
     if "llamacpp" in m:
