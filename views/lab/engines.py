@@ -6,9 +6,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import LAB_FONT as FONT
+from .style import lab_layout
 
-OURS, THEIRS = "#1f77b4", "#d62728"
+OURS, THEIRS, STOCK = "#1f77b4", "#d62728", "#8c8c8c"
+ENGINE_COLOUR = {"ours": OURS, "llama.cpp": THEIRS, "transformers": STOCK}
 NAMES = {"hf-greedy": "transformers", "vanilla": "ours, plain", "eagle-static": "ours, EAGLE tree",
          "eagle-chain": "ours, EAGLE chain", "eagle-chain:eagle3": "ours, EAGLE-3 chain",
          "eagle-static:eagle3": "ours, EAGLE-3 tree", "llamacpp": "llama.cpp, plain",
@@ -29,7 +30,7 @@ def engines_figure(bench: dict, costs: dict) -> go.Figure:
     vals = [bench["methods"][m]["tokens_per_s"] for m in ms]
     fig.add_trace(go.Bar(
         y=[NAMES[m] for m in ms], x=vals, orientation="h", showlegend=False,
-        marker=dict(color=[THEIRS if _engine(m) == "llama.cpp" else OURS for m in ms],
+        marker=dict(color=[ENGINE_COLOUR[_engine(m)] for m in ms],
                     pattern=dict(shape=["/" if m not in ("hf-greedy", "vanilla", "llamacpp") else "" for m in ms])),
         text=[f"{v:.0f}" for v in vals], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}: %{x:.1f} tok/s<extra></extra>"), row=1, col=1)
@@ -42,12 +43,14 @@ def engines_figure(bench: dict, costs: dict) -> go.Figure:
                                  mode="lines+markers", line=dict(color=color),
                                  hovertemplate=name + ": %{x} tokens cost %{y:.2f} one-token passes<extra></extra>"),
                       row=1, col=2)
-    fig.update_xaxes(title_text="tokens/s", automargin=True, row=1, col=1)
-    fig.update_yaxes(automargin=True, autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="tokens in the pass", type="log", automargin=True, row=1, col=2)
-    fig.update_yaxes(title_text="one-token passes", automargin=True, row=1, col=2)
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=50, b=10), font=FONT,
-                      legend=dict(orientation="h", y=-0.25, x=0.55))
+    lab_layout(fig, "", height=400)
+    fig.update_xaxes(title_text="tokens/s", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    rows = sorted({int(r) for c in costs.values() for r in (c.get("relative") or {})})
+    fig.update_xaxes(title_text="tokens in the pass (R)", type="log", tickvals=rows, ticktext=[str(r) for r in rows],
+                     row=1, col=2)
+    fig.update_yaxes(title_text="one-token passes", rangemode="tozero", row=1, col=2)
+    fig.update_layout(margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25, x=0.55))
     return fig
 
 
