@@ -14,7 +14,7 @@ import torch
 
 from eagle_core.model.head import HeadLoadError, random_head
 from eagle_core.model.head3 import random_eagle3_head
-from eagle_core import export as ex
+from eagle_core.export import vllm as ex
 from eagle_core.bench import vllm as bv
 
 

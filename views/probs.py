@@ -80,6 +80,20 @@ def parent_distribution(rec: dict, node: int, k: int = 8):
     return par, [dict(token_id=t, **r) for t, r in keep]
 
 
+def residual_bars(rec: dict, most: int | None = None) -> list[dict]:
+    """The tokens of the distribution the bonus/correction was drawn from, the drawn one always among them (at most
+    `most`, the likeliest)."""
+    res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t)]
+    if not any(t["token_id"] == rec["bonus_token"] for t in res) and rec.get("residual_topk"):
+        # a record from before the drawn token was kept beside the top k: its bar is named, its height unknown
+        res = res + [dict(token_id=rec["bonus_token"], text=rec["bonus_text"] + " (p not recorded)", prob=0.0)]
+    if most and len(res) > most:
+        drawn = [t for t in res if t["token_id"] == rec["bonus_token"]]
+        keep = [t for t in sorted(res, key=lambda t: -t["prob"])[:most - len(drawn)] if t not in drawn]
+        res = sorted(keep + drawn, key=lambda t: -t["prob"])
+    return res
+
+
 def probs_figure(rec, node: int | None = None, height: int = 460, compact: bool = False) -> go.Figure:
     """compact (the walkthrough's deck, where the note beside says the rule with its numbers): short panel titles and
     the residual's four likeliest tokens (the drawn one always among them)."""
@@ -136,15 +150,7 @@ def probs_figure(rec, node: int | None = None, height: int = 460, compact: bool 
         titles.append(dict(text="nothing accepted:<br>only the target's<br>own token this cycle", x=0.5, y=0.5,
                            xref="x2 domain", yref="y2 domain", showarrow=False, font=dict(size=14, color="#666")))
     # ---- panel 3: where the bonus/correction came from
-    res = [t for t in rec.get("residual_topk") or [] if t["token_id"] == rec["bonus_token"] or not is_special(t)]
-    if not any(t["token_id"] == rec["bonus_token"] for t in res) and rec.get("residual_topk"):
-        # a record from before the drawn token was kept beside the top k: its bar is named, its height unknown
-        res = res + [dict(token_id=rec["bonus_token"], text=rec["bonus_text"] + " (p not recorded)", prob=0.0)]
-    if compact and len(res) > 4:
-        drawn = [t for t in res if t["token_id"] == rec["bonus_token"]]
-        keep = sorted(res, key=lambda t: -t["prob"])[:4 - len(drawn)]
-        keep = [t for t in keep if t not in drawn]
-        res = sorted(keep + drawn, key=lambda t: -t["prob"])
+    res = residual_bars(rec, 4 if compact else None)
     bcol = CORRECTION if kind == "correction" else BONUS
     data.append(dict(type="bar", x=[("★ " if t["token_id"] == rec["bonus_token"] else "") + show_token(t["text"])
                                     for t in res],

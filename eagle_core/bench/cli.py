@@ -168,6 +168,14 @@ def _write_outputs(args, report: dict) -> int:
     return 0
 
 
+def _llamacpp_pass_costs(pc: dict, engines: dict, threads: int | None) -> dict:
+    """llama.cpp's own pass costs, the same rows and prefix as ours: why speculation wins in one engine and loses
+    in the other (timed after the methods, so that they do not share the cores)."""
+    from ..llamacpp import pass_costs
+    gguf = next(iter(engines.values())).target_gguf
+    return pass_costs(gguf, rows=tuple(pc["rows"]), prefix=pc["prefix"], reps=pc.get("reps", 5), n_threads=threads)
+
+
 def main(argv=None) -> int:
     quiet_libraries()
     args = build_parser().parse_args(argv)
@@ -239,13 +247,7 @@ def main(argv=None) -> int:
             from .vllm import close_engines
             close_engines({m: e for m, e in engines.items() if m not in LLAMACPP_METHODS})
         if wants_llamacpp and report.get("pass_costs"):
-            # llama.cpp's own pass costs, the same rows and prefix as ours: why speculation wins in one engine and
-            # loses in the other (timed after the methods, so that they do not share the cores)
-            from ..llamacpp import pass_costs as llamacpp_pass_costs
-            pc = report["pass_costs"]
-            gguf = next(iter(lc.values())).target_gguf
-            report["llamacpp_pass_costs"] = llamacpp_pass_costs(gguf, rows=tuple(pc["rows"]), prefix=pc["prefix"],
-                                                                reps=pc.get("reps", 5), n_threads=args.threads)
+            report["llamacpp_pass_costs"] = _llamacpp_pass_costs(report["pass_costs"], lc, args.threads)
     except (BenchError, TargetLoadError, HeadLoadError, ValueError, RuntimeError) as exc:
         return fail(str(exc))
     print(format_table(report))
