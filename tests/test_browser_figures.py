@@ -192,7 +192,9 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
         for k, size in enumerate(SIZES):
             w, h, presenter = SIZES[size]
             page.set_viewport_size({"width": w, "height": h})
-            box = page.get_by_label("Presenter mode (large type)")
+            # by its id: a label lookup computes accessible names over the whole page, thousands of SVG texts once
+            # the Paper lab is drawn (it timed out at 30 s on a loaded CI machine)
+            box = page.locator("#el-presenter input[type=checkbox]")
             if box.is_checked() != presenter:
                 box.set_checked(presenter)
             # the Lens after a Step (a new cycle each time), then one beat of Play (it replaces the tree)
@@ -234,7 +236,7 @@ def test_tree_boxes_never_overlap(server):  # noqa: F811
             page.goto(server)
             page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
             if presenter:
-                page.get_by_label("Presenter mode (large type)").set_checked(True)
+                page.locator("#el-presenter input[type=checkbox]").set_checked(True)
             cycle_box = page.locator("#el-cycle input[type=number]")
             for cycle in range(1, 13):
                 cycle_box.fill(str(cycle))

@@ -24,7 +24,7 @@ const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.
 // two node boxes keep a gap of NODE_GAP px (their borders, half outside the box, must not touch)
 const NODE_GAP = 4;
 const near = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > -NODE_GAP && Math.min(a.b, b.b) - Math.max(a.t, b.t) > -NODE_GAP;
-const NODE_MIN_CHARS = 5, NODE_MIN_FONT = 0.7;   // how far node labels are cut and their type shrunk
+const NODE_MIN_CHARS = 4, NODE_MIN_FONT = 0.6;   // how far node labels are cut and their type shrunk
 // node boxes (the tree's labels) that collide: boxes in different rows call for taller rows (the plot's growth,
 // px); boxes side by side in one row, or a box cut at the figure's edge, for narrower boxes (crowded)
 const nodeRoom = (nodes, w, plotH) => {

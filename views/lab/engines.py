@@ -24,8 +24,7 @@ def engines_figure(bench: dict, costs: dict) -> go.Figure:
     """Left: tokens/s by method (colour = engine, hatched = speculative). Right: one pass of R tokens in units of
     the engine's own one-token pass, both engines."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.16,
-                        subplot_titles=("Tokens per second (one run, same prompts)",
-                                        "A pass of R tokens, in one-token passes"))
+                        subplot_titles=("Tokens per second (one run)", "Cost of a pass of R tokens"))
     ms = [m for m in bench["methods"] if m in NAMES]
     vals = [bench["methods"][m]["tokens_per_s"] for m in ms]
     fig.add_trace(go.Bar(
@@ -49,7 +48,7 @@ def engines_figure(bench: dict, costs: dict) -> go.Figure:
     rows = sorted({int(r) for c in costs.values() for r in (c.get("relative") or {})})
     fig.update_xaxes(title_text="tokens in the pass (R)", type="log", tickvals=rows, ticktext=[str(r) for r in rows],
                      row=1, col=2)
-    fig.update_yaxes(title_text="one-token passes", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="in one-token passes", rangemode="tozero", row=1, col=2)
     fig.update_layout(margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25, x=0.55))
     return fig
 
