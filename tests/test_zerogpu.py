@@ -147,10 +147,15 @@ def test_step_and_run(server, client):
 
 @pytest.mark.slow   # the app in a subprocess (~25 s to start)
 def test_stop_ends_a_precomputed_run(server, client):
-    job = client.submit(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/run")
+    # A replay streams at the engine's pace, which for the tiny target is fast: a one-token chain's 400 tokens
+    # streamed in 0.7 s on a quick CPU, less than a Stop's round trip on a loaded CI box. A wide tree with a
+    # random head accepts about a token per cycle at several times a chain's cost, so its stream lasts seconds
+    # (2.8 s on that CPU), and Stop is sent at the first streamed update.
+    long_run = cfg(max_new=512, shape="Tree", depth=8, total=60, top_k=10)
+    job = client.submit(PROMPT, True, *long_run, api_name="/run")
     t0 = time.time()
-    while len(job.outputs()) < 3 and not job.done() and time.time() - t0 < 40:
-        time.sleep(0.05)
+    while len(job.outputs()) < 1 and not job.done() and time.time() - t0 < 60:
+        time.sleep(0.02)
     assert not job.done(), "the precomputed Run must stream, not arrive at once"
     client.predict(api_name="/stop")
     t1 = time.time()
@@ -159,8 +164,8 @@ def test_stop_ends_a_precomputed_run(server, client):
     assert time.time() - t1 < 2, "Stop must end the streaming within a cycle or so"
     final = job.outputs()[-1]
     assert "Stopped" in final[8], final[8]
-    assert tokens(final) < 400
-    out = client.predict(PROMPT, True, *cfg(max_new=400, shape="Chain", depth=1), api_name="/step")
+    assert tokens(final) < 512
+    out = client.predict(PROMPT, True, *long_run, api_name="/step")
     assert not out[8].startswith("❌") and tokens(out) > tokens(final)   # goes on from there
 
 
