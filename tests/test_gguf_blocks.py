@@ -59,7 +59,8 @@ def test_blocks_attach_to_every_layer_in_its_row_order(tiny_gguf):
     q = model.model.layers[0].self_attn.q_proj
     assert q.gguf_blocks.source == "blk.0.attn_q.weight"
     raw = torch.from_numpy(np.array(G.read_tensors(path)[0]["blk.0.attn_q.weight"].data))
-    assert not torch.equal(raw, q.gguf_blocks.data)        # the file's order is not the model's: it was undone
+    as_stored = G.Blocks(raw, G.Q4_1, q.in_features, "as stored").weights()
+    assert not torch.equal(as_stored, q.weight)             # the file's order is not the model's: it was undone
     x = torch.randn(5, q.in_features)
     assert torch.allclose(q.gguf_blocks.linear(x), x @ q.weight.T, atol=1e-5)
 
@@ -89,6 +90,25 @@ def test_block_kernel_is_row_independent(kind, shape):
     finally:
         torch.set_num_threads(1)
     assert torch.equal(two, blocks.linear(x))               # threads split outputs, never a sum
+
+
+@pytest.mark.parametrize("kind", [G.Q4_1, G.Q8_0])
+def test_block_kernel_sums_each_output_in_column_order(kind):
+    """The documented sum: one fp32 accumulator per output, an fma per input column in order. With every weight 1
+    and x = [1e8, 1, ..., 1, -1e8], that order keeps 1e8 (1e8 + 1 rounds back to it) until the last column takes
+    it to exactly 0, on the register path (1-4 rows) and the buffered one (more; 96 columns span two chunks);
+    float64 gives 94, and lanes summed apart (the file's layout) would not give 0."""
+    n, k = 40, 96
+    one = np.frombuffer(np.float16(1.0).tobytes(), np.uint8)
+    block = np.concatenate([one, np.zeros(2, np.uint8), np.full(16, 0x11, np.uint8)]) if kind == G.Q4_1 else \
+        np.concatenate([one, np.ones(32, np.uint8)])                  # Q4_1: d 1, m 0, q 1; Q8_0: d 1, q 1
+    blocks = G.Blocks(torch.from_numpy(np.tile(block, (n, k // G.BLOCK))), kind, k, "ones")
+    assert torch.equal(blocks.weights(), torch.ones(n, k))
+    x = torch.ones(k)
+    x[0], x[-1] = 1e8, -1e8
+    for rows in (1, 2, 4, 5, 7, 13):
+        assert torch.equal(blocks.linear(x.repeat(rows, 1)), torch.zeros(rows, n)), rows
+    assert float(x.double().sum()) == k - 2
 
 
 def test_q4_plan_names_the_model(tiny_gguf, real_tokenizer):

@@ -1,258 +1,303 @@
 // Linear products on a GGUF's own quantized blocks (Q4_1 and Q8_0), in fp32, with the weights llama.cpp's
 // reference dequantization gives (gguf.quants.dequantize) bit for bit. Built at load by gguf_blocks.py.
 //
-// A weight matrix is kept as the file stores it: N rows (output features), each row K/32 blocks of 32 weights
+// The file stores a weight matrix as N rows (output features), each K/32 blocks of 32 weights:
 //   Q4_1 (20 bytes): fp16 d, fp16 m, 16 bytes of nibbles (low nibbles weights 0..15, high nibbles 16..31);
 //                    w = d * q + m
 //   Q8_0 (34 bytes): fp16 d, 32 int8 q;  w = d * q
+// gguf_blocks.pack() regroups the same bytes into panels of 16 output rows (zero rows pad N to a multiple of 64),
+// so that one input column's 16 weights are one vector load apart (a GEMM's layout: outputs across the lanes):
+//   Q4_1 panel block (320 bytes): fp16 d[16], fp16 m[16], then 16 column pairs of 16 bytes: byte t of pair c holds
+//                                 row t's q at column 2c (low nibble) and at column 2c + 1 (high nibble)
+//   Q8_0 panel block (544 bytes): fp16 d[16], then 32 columns of 16 int8: byte t of column k is row t's q
 // d * q is exact in fp32 (an 11-bit significand times a 4- or 8-bit integer), so fma(d, q, m) rounds d*q + m once,
 // as the reference's (d * q) + m does: the weights computed here equal the reference's exactly.
 //
-// (The loops over a tile's rows are unrolled: GCC otherwise keeps the accumulators on the stack.)
-//
-// Row independence: every output y[r, n] is computed by the same sequence of operations whatever other rows share
-// the call (rows are tiled, but a row's accumulators and their order do not depend on the tile) and whatever the
-// thread count (threads split the output features, never the sum). So a tree pass and one-token steps give every
-// row the same bits (the kernel plan probes it anyway).
+// The sum: y[r, n] = fma(w[n, K-1], x[r, K-1], ... fma(w[n, 1], x[r, 1], fma(w[n, 0], x[r, 0], 0))), one fp32
+// accumulator per output, the columns in order. Every path below (registers for a few rows, a dequantized buffer
+// for many, the scalar code without AVX-512) performs exactly that sequence, so each output has the same bits
+// whatever other rows share the call, and whatever the thread count (threads split groups of 64 outputs, never a
+// sum): row-independent by construction (the kernel plan probes it anyway). Each input value is broadcast across
+// 16 outputs, so no horizontal sum is needed, and a weight vector serves every row of a tile.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <algorithm>
 #include <cstring>
-#include <vector>
 #include <cmath>
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 namespace {
 
-constexpr int QK = 32;
-constexpr int Q4_1_BYTES = 20;
-constexpr int Q8_0_BYTES = 34;
-constexpr int TILE = 4;   // rows sharing one dequantized block
+constexpr int QK = 32;          // weights per block
+constexpr int PANEL = 16;       // output rows per panel
+constexpr int GROUP = 4;        // panels per group: 64 outputs, one unit of work per thread
+constexpr int Q4_1_BYTES = 20, Q8_0_BYTES = 34;
+constexpr int DIRECT_ROWS = 4;  // up to this many rows: dequantize in registers; more: into a buffer first
+constexpr int TILE = 6;         // rows per tile on the buffered path (6 x 4 accumulators + 4 weights in 32 zmm)
+constexpr int CHUNK = 2;        // blocks per buffered chunk: 64 columns x 64 outputs x 4 bytes = 16 KB (L1)
 
-inline float fp16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  return static_cast<float>(c10::Half(h, c10::Half::from_bits()));
-#endif
+int64_t panel_bytes(int64_t type) {
+  TORCH_CHECK(type == 0 || type == 1, "gguf_blocks: type 0 (Q4_1) or 1 (Q8_0), got ", type);
+  return type == 0 ? 16 * Q4_1_BYTES : 16 * Q8_0_BYTES;
 }
 
-// The 32 weights of one block, exactly as the reference dequantization gives them.
-inline void dequant_block(int type, const uint8_t* b, float* w) {
-  const float d = fp16_at(b);
-  if (type == 0) {   // Q4_1
-    const float m = fp16_at(b + 2);
-    const uint8_t* qs = b + 4;
-    for (int j = 0; j < 16; ++j) {
-      w[j] = std::fma(d, static_cast<float>(qs[j] & 0x0F), m);
-      w[j + 16] = std::fma(d, static_cast<float>(qs[j] >> 4), m);
-    }
-  } else {           // Q8_0
-    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-    for (int j = 0; j < 32; ++j) w[j] = d * static_cast<float>(qs[j]);
+[[maybe_unused]] float fp16_value(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return static_cast<float>(c10::Half(h, c10::Half::from_bits()));
+}
+
+// Row t's weight at column k of one panel block (the scalar reference of the vector code below).
+[[maybe_unused]] inline float panel_weight(int type, const uint8_t* pb, int t, int k) {
+  const float d = fp16_value(pb + 2 * t);
+  if (type == 0) {
+    const uint8_t b = pb[64 + 16 * (k / 2) + t];
+    return std::fma(d, static_cast<float>(k % 2 ? b >> 4 : b & 0x0F), fp16_value(pb + 32 + 2 * t));
   }
+  return d * static_cast<float>(reinterpret_cast<const int8_t*>(pb + 32)[16 * k + t]);
+}
+
+// Which of a panel's 16 lanes are real outputs (the last group's panels may hang over N).
+inline uint16_t lane_mask(int64_t n0, int64_t N) {
+  const int64_t rem = N - n0;
+  return rem >= PANEL ? 0xFFFF : rem <= 0 ? 0 : static_cast<uint16_t>((1u << rem) - 1);
 }
 
 #if defined(__AVX512F__)
-// One block of weights as two 16-lane vectors (weights 0..15, 16..31).
-inline void block_vectors(int type, const uint8_t* b, __m512& w0, __m512& w1) {
-  const __m512 d = _mm512_set1_ps(fp16_at(b));
-  if (type == 0) {
-    const __m512 m = _mm512_set1_ps(fp16_at(b + 2));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+inline __m512 fp16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The 16 rows' weights at columns 2c and 2c + 1 of one panel block (d, m: the rows' scales and minimums).
+template <int TYPE>
+inline void column_pair(const uint8_t* pb, int c, __m512 d, __m512 m, __m512& w0, __m512& w1) {
+  if (TYPE == 0) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 64 + 16 * c));
     const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
     w0 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), m);
     w1 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), m);
   } else {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18));
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 32 + 32 * c));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 48 + 32 * c));
     w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)));
     w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)));
   }
 }
 
-// y[r, n] for rows r0..r0+R-1 of x and one weight row (nb blocks), dequantizing in registers (one-row calls).
-template <int R>
-inline void dot_rows(int type, const uint8_t* row, int64_t nb, int64_t bytes, const float* x, int64_t K,
-                     float* y, int64_t N) {
-  __m512 a0[R], a1[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+// A few rows (R <= DIRECT_ROWS) against one group: each column pair is dequantized in registers and used by
+// every row at once. g: the group's first panel block; stride: bytes from one block of a panel to the next panel.
+template <int TYPE, int R>
+void group_direct( const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t K,
+                  float* y, int64_t N, int64_t n0) {
+  __m512 acc[R][GROUP];
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
+    for (int p = 0; p < GROUP; ++p) acc[r][p] = _mm512_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
-    __m512 w0, w1;
-    block_vectors(type, row + j * bytes, w0, w1);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float* xr = x + r * K + j * QK;
-      a0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xr), a0[r]);
-      a1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xr + 16), a1[r]);
+    const uint8_t* pb[GROUP];
+    __m512 d[GROUP], m[GROUP];
+    #pragma GCC unroll 4
+    for (int p = 0; p < GROUP; ++p) {
+      pb[p] = g + (p * nb + j) * pbytes;
+      d[p] = fp16x16(pb[p]);
+      m[p] = TYPE == 0 ? fp16x16(pb[p] + 32) : _mm512_setzero_ps();
     }
-  }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) y[r * N] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
-}
-
-// The same sums for R rows and NT weight rows already dequantized (w: NT rows of K floats, the values
-// block_vectors gives): each x load serves NT weight rows, each weight load R rows. Per output the operations
-// are dot_rows' exactly (a0 over lanes 0..15 of every block, a1 over 16..31, then a0 + a1 summed), so a row's
-// bits do not depend on which path or tile computed it.
-template <int R, int NT>
-inline void dot_tile(const float* w, int64_t nb, const float* x, int64_t K, float* y, int64_t N) {
-  __m512 a0[R][NT], a1[R][NT];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
-  }
-  for (int64_t j = 0; j < nb; ++j) {
-    __m512 w0[NT], w1[NT];
-    #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) {
-      w0[t] = _mm512_loadu_ps(w + t * K + j * QK);
-      w1[t] = _mm512_loadu_ps(w + t * K + j * QK + 16);
-    }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 x0 = _mm512_loadu_ps(x + r * K + j * QK), x1 = _mm512_loadu_ps(x + r * K + j * QK + 16);
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) {
-        a0[r][t] = _mm512_fmadd_ps(w0[t], x0, a0[r][t]);
-        a1[r][t] = _mm512_fmadd_ps(w1[t], x1, a1[r][t]);
+    for (int c = 0; c < QK / 2; ++c) {
+      #pragma GCC unroll 4
+      for (int p = 0; p < GROUP; ++p) {   // the four panels' sums are independent chains: interleaved
+        __m512 w0, w1;
+        column_pair<TYPE>(pb[p], c, d[p], m[p], w0, w1);
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const float* xr = x + r * K + j * QK + 2 * c;
+          acc[r][p] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xr[0]), acc[r][p]);
+          acc[r][p] = _mm512_fmadd_ps(w1, _mm512_set1_ps(xr[1]), acc[r][p]);
+        }
       }
     }
   }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) y[r * N + t] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+  #pragma GCC unroll 4
+  for (int p = 0; p < GROUP; ++p) {
+    const __mmask16 mask = lane_mask(n0 + p * PANEL, N);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * N + n0 + p * PANEL, mask, acc[r][p]);
   }
 }
 
-template <int NT>
-inline void dot_all_rows(const float* w, int64_t nb, const float* x, int64_t M, int64_t K, float* y, int64_t N) {
-  int64_t r = 0;
-  for (; r + TILE <= M; r += TILE) dot_tile<TILE, NT>(w, nb, x + r * K, K, y + r * N, N);
-  switch (M - r) {
-    case 3: dot_tile<3, NT>(w, nb, x + r * K, K, y + r * N, N); break;
-    case 2: dot_tile<2, NT>(w, nb, x + r * K, K, y + r * N, N); break;
-    case 1: dot_tile<1, NT>(w, nb, x + r * K, K, y + r * N, N); break;
-    default: break;
-  }
-}
-#define HAVE_DOT_TILE 1
-#else
-// Without AVX-512: the same per-row sum (32 lanes, one per position in the block), in scalar code.
+// R rows of a buffered chunk: w holds the group's weights for `cols` columns, [cols][GROUP][16]. The running sums
+// live in y between chunks (stored and reloaded as fp32: the same values the registers held).
 template <int R>
-inline void dot_rows(int type, const uint8_t* row, int64_t nb, int64_t bytes, const float* x, int64_t K,
-                     float* y, int64_t N) {
-  float acc[R][QK] = {};
-  float w[QK];
-  for (int64_t j = 0; j < nb; ++j) {
-    dequant_block(type, row + j * bytes, w);
+void tile_buffered(const float* w, int64_t cols, bool first, const float* x, int64_t K, float* y, int64_t N,
+                   int64_t n0) {
+  __m512 acc[R][GROUP];
+  __mmask16 mask[GROUP];
+  #pragma GCC unroll 4
+  for (int p = 0; p < GROUP; ++p) mask[p] = lane_mask(n0 + p * PANEL, N);
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
+    for (int p = 0; p < GROUP; ++p)
+      acc[r][p] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[p], y + r * N + n0 + p * PANEL);
+  for (int64_t k = 0; k < cols; ++k) {
+    __m512 wk[GROUP];
+    #pragma GCC unroll 4
+    for (int p = 0; p < GROUP; ++p) wk[p] = _mm512_loadu_ps(w + (k * GROUP + p) * PANEL);
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float* xr = x + r * K + j * QK;
-      for (int i = 0; i < QK; ++i) acc[r][i] = std::fma(w[i], xr[i], acc[r][i]);
+      const __m512 xb = _mm512_set1_ps(x[r * K + k]);
+      #pragma GCC unroll 4
+      for (int p = 0; p < GROUP; ++p) acc[r][p] = _mm512_fmadd_ps(wk[p], xb, acc[r][p]);
     }
   }
   #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float s = 0.f;
-    for (int i = 0; i < QK; ++i) s += acc[r][i];
-    y[r * N] = s;
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
+    for (int p = 0; p < GROUP; ++p) _mm512_mask_storeu_ps(y + r * N + n0 + p * PANEL, mask[p], acc[r][p]);
+}
+
+// Many rows against one group: a chunk of columns is dequantized once into an L1 buffer, then every row tile
+// reads it.
+template <int TYPE>
+void group_buffered( const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K,
+                    float* y, int64_t N, int64_t n0) {
+  alignas(64) float w[CHUNK * QK * GROUP * PANEL];
+  for (int64_t j0 = 0; j0 < nb; j0 += CHUNK) {
+    const int64_t blocks = std::min<int64_t>(CHUNK, nb - j0), cols = blocks * QK;
+    for (int64_t jb = 0; jb < blocks; ++jb)
+      for (int p = 0; p < GROUP; ++p) {
+        const uint8_t* pb = g + (p * nb + j0 + jb) * pbytes;
+        const __m512 d = fp16x16(pb), m = TYPE == 0 ? fp16x16(pb + 32) : _mm512_setzero_ps();
+        for (int c = 0; c < QK / 2; ++c) {
+          __m512 w0, w1;
+          column_pair<TYPE>(pb, c, d, m, w0, w1);
+          const int64_t k = jb * QK + 2 * c;
+          _mm512_store_ps(w + (k * GROUP + p) * PANEL, w0);
+          _mm512_store_ps(w + ((k + 1) * GROUP + p) * PANEL, w1);
+        }
+      }
+    const float* xc = x + j0 * QK;
+    const bool first = j0 == 0;
+    int64_t r = 0;
+    for (; r + TILE <= M; r += TILE) tile_buffered<TILE>(w, cols, first, xc + r * K, K, y + r * N, N, n0);
+    switch (M - r) {
+      case 5: tile_buffered<5>(w, cols, first, xc + r * K, K, y + r * N, N, n0); break;
+      case 4: tile_buffered<4>(w, cols, first, xc + r * K, K, y + r * N, N, n0); break;
+      case 3: tile_buffered<3>(w, cols, first, xc + r * K, K, y + r * N, N, n0); break;
+      case 2: tile_buffered<2>(w, cols, first, xc + r * K, K, y + r * N, N, n0); break;
+      case 1: tile_buffered<1>(w, cols, first, xc + r * K, K, y + r * N, N, n0); break;
+      default: break;
+    }
   }
+}
+
+template <int TYPE>
+void group_typed(const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K, float* y,
+                 int64_t N, int64_t n0) {
+  switch (M) {
+    case 1: group_direct<TYPE, 1>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 2: group_direct<TYPE, 2>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 3: group_direct<TYPE, 3>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 4: group_direct<TYPE, 4>(g, nb, pbytes, x, K, y, N, n0); break;
+    default: group_buffered<TYPE>(g, nb, pbytes, x, M, K, y, N, n0); break;
+  }
+  static_assert(DIRECT_ROWS == 4, "group_typed's switch lists the direct row counts");
+}
+
+void group_product(int type, const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K,
+                   float* y, int64_t N, int64_t n0) {
+  if (type == 0) group_typed<0>(g, nb, pbytes, x, M, K, y, N, n0);
+  else group_typed<1>(g, nb, pbytes, x, M, K, y, N, n0);
+}
+#else
+// Without AVX-512: the same sums in scalar code (the same fma per column, in column order).
+void group_product(int type, const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K,
+                   float* y, int64_t N, int64_t n0) {
+  for (int p = 0; p < GROUP; ++p)
+    for (int t = 0; t < PANEL; ++t) {
+      const int64_t n = n0 + p * PANEL + t;
+      if (n >= N) return;
+      for (int64_t r = 0; r < M; ++r) {
+        float acc = 0.f;
+        for (int64_t j = 0; j < nb; ++j) {
+          const uint8_t* pb = g + (p * nb + j) * pbytes;
+          for (int k = 0; k < QK; ++k) acc = std::fma(panel_weight(type, pb, t, k), x[r * K + j * QK + k], acc);
+        }
+        y[r * N + n] = acc;
+      }
+    }
 }
 #endif
 
-int64_t block_bytes(int64_t type) {
-  TORCH_CHECK(type == 0 || type == 1, "gguf_blocks: type 0 (Q4_1) or 1 (Q8_0), got ", type);
-  return type == 0 ? Q4_1_BYTES : Q8_0_BYTES;
+void check_packed(const torch::Tensor& packed, int64_t type, int64_t N, int64_t K) {
+  const int64_t pbytes = panel_bytes(type);
+  TORCH_CHECK(K % QK == 0, "gguf_blocks: in_features must be a multiple of 32, got ", K);
+  const int64_t groups = (N + GROUP * PANEL - 1) / (GROUP * PANEL);
+  TORCH_CHECK(packed.scalar_type() == torch::kUInt8 && packed.is_contiguous() && packed.dim() == 3 &&
+              packed.size(0) == groups * GROUP && packed.size(1) == K / QK && packed.size(2) == pbytes,
+              "gguf_blocks: packed must be contiguous uint8 [", groups * GROUP, ", ", K / QK, ", ", pbytes, "]");
 }
 
 }  // namespace
 
-// y = x @ W.T (+ bias) for x [M, K] fp32 and W the blocks [N, K/32 * bytes] uint8.
-torch::Tensor block_linear(torch::Tensor x, torch::Tensor blocks, int64_t type, int64_t K,
+// y = x @ W.T (+ bias) for x [..., K] fp32 and W the packed panels (gguf_blocks.pack) of an [N, K] weight.
+torch::Tensor block_linear(torch::Tensor x, torch::Tensor packed, int64_t type, int64_t N, int64_t K,
                            c10::optional<torch::Tensor> bias) {
-  const int64_t bytes = block_bytes(type);
+  check_packed(packed, type, N, K);
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "gguf_blocks: x must be float32");
-  TORCH_CHECK(K % QK == 0 && x.size(-1) == K, "gguf_blocks: x has ", x.size(-1), " features, the layer ", K);
-  TORCH_CHECK(blocks.scalar_type() == torch::kUInt8 && blocks.is_contiguous() && blocks.dim() == 2 &&
-              blocks.size(1) == K / QK * bytes, "gguf_blocks: blocks must be contiguous uint8 [N, K/32*bytes]");
+  TORCH_CHECK(x.size(-1) == K, "gguf_blocks: x has ", x.size(-1), " features, the layer ", K);
   auto shape = x.sizes().vec();
   auto x2 = x.reshape({-1, K}).contiguous();
-  const int64_t M = x2.size(0), N = blocks.size(0), nb = K / QK;
+  const int64_t M = x2.size(0), nb = K / QK, pbytes = panel_bytes(type);
   shape.back() = N;
   auto y = torch::empty({M, N}, x.options());
   const float* xp = x2.data_ptr<float>();
-  const uint8_t* wp = blocks.data_ptr<uint8_t>();
+  const uint8_t* wp = packed.data_ptr<uint8_t>();
   float* yp = y.data_ptr<float>();
-#if defined(HAVE_DOT_TILE)
-  if (M > 1) {   // several rows: dequantize two weight rows at a time once, then every row tile reads them
-    const int64_t pairs = (N + 1) / 2;
-    at::parallel_for(0, pairs, 8, [&](int64_t p0, int64_t p1) {
-      std::vector<float> w(2 * K);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t n = 2 * p, nt = std::min<int64_t>(2, N - n);
-        for (int64_t t = 0; t < nt; ++t)
-          for (int64_t j = 0; j < nb; ++j) {
-            __m512 w0, w1;
-            block_vectors(type, wp + ((n + t) * nb + j) * bytes, w0, w1);
-            _mm512_storeu_ps(w.data() + t * K + j * QK, w0);
-            _mm512_storeu_ps(w.data() + t * K + j * QK + 16, w1);
-          }
-        if (nt == 2) dot_all_rows<2>(w.data(), nb, xp, M, K, yp + n, N);
-        else dot_all_rows<1>(w.data(), nb, xp, M, K, yp + n, N);
-      }
+  if (M > 0)
+    at::parallel_for(0, packed.size(0) / GROUP, 1, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g)
+        group_product(type, wp + g * GROUP * nb * pbytes, nb, pbytes, xp, M, K, yp, N, g * GROUP * PANEL);
     });
-  } else
-#endif
-  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* row = wp + n * nb * bytes;
-      int64_t r = 0;
-      for (; r + TILE <= M; r += TILE) dot_rows<TILE>(type, row, nb, bytes, xp + r * K, K, yp + r * N + n, N);
-      switch (M - r) {
-        case 3: dot_rows<3>(type, row, nb, bytes, xp + r * K, K, yp + r * N + n, N); break;
-        case 2: dot_rows<2>(type, row, nb, bytes, xp + r * K, K, yp + r * N + n, N); break;
-        case 1: dot_rows<1>(type, row, nb, bytes, xp + r * K, K, yp + r * N + n, N); break;
-        default: break;
-      }
-    }
-  });
   if (bias.has_value() && bias->defined()) y.add_(*bias);
   return y.view(shape);
 }
 
 // The weights the kernel computes with, [N, K] fp32 (for checks: they must equal the reference dequantization).
-torch::Tensor block_weights(torch::Tensor blocks, int64_t type, int64_t K) {
-  const int64_t bytes = block_bytes(type);
-  TORCH_CHECK(blocks.scalar_type() == torch::kUInt8 && blocks.is_contiguous() && blocks.dim() == 2 &&
-              blocks.size(1) == K / QK * bytes, "gguf_blocks: blocks must be contiguous uint8 [N, K/32*bytes]");
-  const int64_t N = blocks.size(0), nb = K / QK;
+torch::Tensor block_weights(torch::Tensor packed, int64_t type, int64_t N, int64_t K) {
+  check_packed(packed, type, N, K);
+  const int64_t nb = K / QK, pbytes = panel_bytes(type);
   auto w = torch::empty({N, K}, torch::kFloat32);
-  const uint8_t* bp = blocks.data_ptr<uint8_t>();
+  const uint8_t* bp = packed.data_ptr<uint8_t>();
   float* out = w.data_ptr<float>();
-  for (int64_t n = 0; n < N; ++n)
+  for (int64_t p = 0; p * PANEL < N; ++p)
     for (int64_t j = 0; j < nb; ++j) {
+      const uint8_t* pb = bp + (p * nb + j) * pbytes;
+      const int rows = static_cast<int>(std::min<int64_t>(PANEL, N - p * PANEL));
 #if defined(__AVX512F__)
-      __m512 w0, w1;   // the matmul's own path
-      block_vectors(type, bp + (n * nb + j) * bytes, w0, w1);
-      _mm512_storeu_ps(out + n * K + j * QK, w0);
-      _mm512_storeu_ps(out + n * K + j * QK + 16, w1);
+      const __m512 d = fp16x16(pb), m = type == 0 ? fp16x16(pb + 32) : _mm512_setzero_ps();
+      for (int c = 0; c < QK / 2; ++c) {   // the matmul's own dequantization
+        alignas(64) float col[2][PANEL];
+        __m512 w0, w1;
+        if (type == 0) column_pair<0>(pb, c, d, m, w0, w1);
+        else column_pair<1>(pb, c, d, m, w0, w1);
+        _mm512_store_ps(col[0], w0);
+        _mm512_store_ps(col[1], w1);
+        for (int t = 0; t < rows; ++t)
+          for (int h = 0; h < 2; ++h) out[(p * PANEL + t) * K + j * QK + 2 * c + h] = col[h][t];
+      }
 #else
-      dequant_block(type, bp + (n * nb + j) * bytes, out + n * K + j * QK);
+      for (int t = 0; t < rows; ++t)
+        for (int k = 0; k < QK; ++k) out[(p * PANEL + t) * K + j * QK + k] = panel_weight(type, pb, t, k);
 #endif
     }
   return w;
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("block_linear", &block_linear, "x @ W.T on GGUF blocks (Q4_1: type 0, Q8_0: type 1)");
-  m.def("block_weights", &block_weights, "the weights of GGUF blocks, as block_linear computes with them");
+  m.def("block_linear", &block_linear, "x @ W.T on packed GGUF blocks (Q4_1: type 0, Q8_0: type 1)");
+  m.def("block_weights", &block_weights, "the weights of packed GGUF blocks, as block_linear computes with them");
 }

@@ -5,13 +5,17 @@ nibbles, w = d*q + m) and whose tied embedding / LM head is Q8_0 (fp16 d, 32 int
 dequantizes them to fp32 at load (540 MB read per pass); this kernel (gguf_blocks.cpp) reads the blocks themselves
 (~66 MB for the 210 Q4_1 layers, ~30 MB for the Q8_0 LM head) and multiplies in fp32:
 
+  layout    the file's bytes regrouped at load (`pack`) into panels of 16 output rows, so one input column's 16
+            weights are one vector apart: outputs across the vector lanes, each input value broadcast, as a GEMM
+            kernel lays them out (the same bytes per weight; the file's own layout would need a horizontal sum
+            per output and row)
   weights   exactly the reference dequantization (gguf.quants.dequantize, what transformers loads): d*q is exact in
             fp32, so the kernel's fma(d, q, m) rounds once as the reference's d*q + m does
             (tests/test_gguf_blocks.py checks every layer of the embedded target bit for bit)
   inputs    fp32, not rounded (llama.cpp rounds a layer's input to 8 bits: Q8_1/Q8_K; not here)
-  sums      fp32, 32 lanes per row (one per position in a block) added in a fixed order, then the lanes summed:
-            another order than MKL's or oneDNN's, so the outputs differ from the fp32 kernels' by fp32 rounding
-            only (like the plain and packed fp32 kernels from each other)
+  sums      fp32, one accumulator per output, an fma per input column in column order: another order than MKL's
+            or oneDNN's, so the outputs differ from the fp32 kernels' by fp32 rounding only (like the plain and
+            packed fp32 kernels from each other)
 
 So the "q4" numerical model is the fp32 model of the dequantized checkpoint, computed with another summation
 order. Each output is the same sequence of operations whatever other rows share the call and whatever the thread
@@ -33,6 +37,8 @@ import torch
 Q4_1, Q8_0 = 0, 1                       # the kernel's block types
 TYPES = {"Q4_1": Q4_1, "Q8_0": Q8_0}
 BLOCK = 32
+BLOCK_BYTES = {Q4_1: 20, Q8_0: 34}      # one block of 32 weights in the file
+PANEL, GROUP = 16, 4                    # the kernel's panels of output rows, and panels per unit of work
 _SOURCE = os.path.join(os.path.dirname(__file__), "gguf_blocks.cpp")
 
 _lock = threading.Lock()
@@ -69,23 +75,55 @@ def why_unavailable() -> str | None:
     return None if kernel() is not None else _built.get("why")
 
 
-class Blocks:
-    """One layer's weights as GGUF blocks: `data` uint8 [out_features, in_features/32 * block bytes], rows in the
-    layer's own order; `kind` Q4_1 or Q8_0."""
+def pack(raw: np.ndarray, kind: int, in_features: int) -> np.ndarray:
+    """The file's blocks [N, in_features/32 * block bytes] regrouped as the kernel reads them: [panels, blocks,
+    16 * block bytes], panels of 16 output rows (zero rows pad N to a multiple of 64). A panel block holds the 16
+    rows' fp16 scales d (and Q4_1's minimums m), then per input column the 16 rows' quants side by side (Q4_1: two
+    columns per byte, column 2c in the low nibble, 2c + 1 in the high). The same bytes, reordered only."""
+    n, nb, size = raw.shape[0], in_features // BLOCK, BLOCK_BYTES[kind]
+    if in_features % BLOCK or raw.shape != (n, nb * size):
+        raise ValueError(f"blocks of shape {raw.shape} do not hold a [{n}, {in_features}] weight")
+    rows = -(-n // (PANEL * GROUP)) * PANEL * GROUP
+    b = np.zeros((rows, nb, size), np.uint8)
+    b[:n] = raw.reshape(n, nb, size)
+    panels = rows // PANEL
 
-    def __init__(self, data: torch.Tensor, kind: int, in_features: int, source: str):
-        self.data, self.kind, self.in_features, self.source = data, kind, in_features, source
+    def by_panel(a):                      # [rows, nb, ...] -> [panels, nb, 16 rows, ...]
+        return a.reshape(panels, PANEL, nb, *a.shape[2:]).swapaxes(1, 2)
+    d = by_panel(b[:, :, 0:2]).reshape(panels, nb, 2 * PANEL)
+    if kind == Q4_1:
+        m = by_panel(b[:, :, 2:4]).reshape(panels, nb, 2 * PANEL)
+        qs = b[:, :, 4:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=2)          # [rows, nb, 32]: the 32 weights' quants in order
+        q = by_panel(q).reshape(panels, nb, PANEL, BLOCK // 2, 2)    # [.., row t, pair c, column 2c + h]
+        pairs = (q[..., 0] | (q[..., 1] << 4)).swapaxes(2, 3)        # [.., pair c, row t]
+        parts = [d, m, pairs.reshape(panels, nb, BLOCK // 2 * PANEL)]
+    else:
+        q = by_panel(b[:, :, 2:]).swapaxes(2, 3)                    # [.., column k, row t]
+        parts = [d, q.reshape(panels, nb, BLOCK * PANEL)]
+    return np.ascontiguousarray(np.concatenate(parts, axis=2))
+
+
+class Blocks:
+    """One layer's weights as GGUF blocks: `raw` uint8 [out_features, in_features/32 * block bytes] as the file
+    stores them, rows in the layer's own order, kept only as `packed` (the kernel's layout, `pack`); `kind` Q4_1
+    or Q8_0."""
+
+    def __init__(self, raw: torch.Tensor, kind: int, in_features: int, source: str):
+        self.kind, self.in_features, self.source = kind, in_features, source
+        self.out_features = raw.shape[0]
+        self.packed = torch.from_numpy(pack(raw.numpy(), kind, in_features))
 
     @property
     def nbytes(self) -> int:
-        return self.data.numel()
+        return self.out_features * self.in_features // BLOCK * BLOCK_BYTES[self.kind]
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        return kernel().block_linear(x, self.data, self.kind, self.in_features, bias)
+        return kernel().block_linear(x, self.packed, self.kind, self.out_features, self.in_features, bias)
 
     def weights(self) -> torch.Tensor:
-        """The weights the kernel computes with, [out, in] fp32."""
-        return kernel().block_weights(self.data, self.kind, self.in_features)
+        """The weights the kernel computes with, [out, in] fp32 (dequantized by the kernel's own code)."""
+        return kernel().block_weights(self.packed, self.kind, self.out_features, self.in_features)
 
 
 def read_tensors(path: str) -> tuple[dict, dict]:
