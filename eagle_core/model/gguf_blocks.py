@@ -41,13 +41,17 @@ BLOCK_BYTES = {Q4_1: 20, Q8_0: 34}      # one block of 32 weights in the file
 PANEL, GROUP = 16, 4                    # the kernel's panels of output rows, and panels per unit of work
 _SOURCE = os.path.join(os.path.dirname(__file__), "gguf_blocks.cpp")
 
+# -fopenmp: at::parallel_for splits the output groups over torch's threads only in a build with OpenMP (without it
+# the kernel ran on one thread whatever torch.set_num_threads said); torch's own libgomp serves it at run time
+_CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
+
 _lock = threading.Lock()
 _built: dict = {}
 
 
 def _build_name() -> str:
-    """The extension's name: its source and this CPU's instruction sets (it is built with -march=native)."""
-    h = hashlib.sha1(open(_SOURCE, "rb").read())
+    """The extension's name: its source and flags, and this CPU's instruction sets (it is built with -march=native)."""
+    h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS).encode())
     try:
         with open("/proc/cpuinfo") as f:
             h.update(next((ln for ln in f if ln.startswith("flags")), "").encode())
@@ -64,8 +68,8 @@ def kernel():
             try:
                 from torch.utils import cpp_extension
                 _built["mod"] = cpp_extension.load(
-                    name=_build_name(), sources=[_SOURCE], verbose=False,
-                    extra_cflags=["-O3", "-march=native", "-ffp-contract=off"])
+                    name=_build_name(), sources=[_SOURCE], verbose=False, extra_cflags=_CFLAGS,
+                    extra_ldflags=["-fopenmp"])
             except Exception as exc:   # no compiler, no ninja, a build error: the plan keeps fp32
                 _built["mod"], _built["why"] = None, f"the GGUF block kernel could not be built ({str(exc)[:200]})"
         return _built["mod"]
