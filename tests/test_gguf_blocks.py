@@ -96,7 +96,8 @@ def test_block_kernel_is_row_independent(kind, shape):
 def test_block_kernel_sums_each_output_in_column_order(kind):
     """The documented sum: one fp32 accumulator per output, an fma per input column in order. With every weight 1
     and x = [1e8, 1, ..., 1, -1e8], that order keeps 1e8 (1e8 + 1 rounds back to it) until the last column takes
-    it to exactly 0, on the register path (1-4 rows) and the buffered one (more; 96 columns span two chunks);
+    it to exactly 0, on the register path (1-16 rows: tiles of up to 4 rows x 4 panels, or 8 x 2) and the buffered
+    one (more; 96 columns span two chunks);
     float64 gives 94, and lanes summed apart (the file's layout) would not give 0."""
     n, k = 40, 96
     one = np.frombuffer(np.float16(1.0).tobytes(), np.uint8)
@@ -106,7 +107,7 @@ def test_block_kernel_sums_each_output_in_column_order(kind):
     assert torch.equal(blocks.weights(), torch.ones(n, k))
     x = torch.ones(k)
     x[0], x[-1] = 1e8, -1e8
-    for rows in (1, 2, 4, 5, 7, 13):
+    for rows in (1, 2, 4, 5, 7, 8, 13, 17, 20):
         assert torch.equal(blocks.linear(x.repeat(rows, 1)), torch.zeros(rows, n)), rows
     assert float(x.double().sum()) == k - 2
 
@@ -223,3 +224,24 @@ def test_auto_plan_times_q4_where_asked(tiny_gguf, real_tokenizer, monkeypatch):
     chosen = {r: t[2] if bf16 else min(t[:2]) for r, t in plan["ms"].items()}
     if abs(sum(chosen.values()) - sum(plan["q4_ms"].values())) > 0.05 * sum(chosen.values()):   # clearly apart
         assert (plan["precision"] == "q4") == K.choose_q4(chosen, plan["q4_ms"])
+
+
+@pytest.mark.slow
+def test_scalar_fallback_equals_the_vector_kernel(tmp_path):
+    """A CPU without AVX-512 runs the kernel's scalar code: built here with AVX-512 turned off, it gives the vector
+    paths' weights and products bit for bit (the same fma per column, in column order)."""
+    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        pytest.skip("the vector kernel is the scalar one on this CPU")
+    from torch.utils import cpp_extension
+    flags = G._CFLAGS + ["-mno-avx512f"]
+    scalar = cpp_extension.load(name=G._build_name() + "_scalar", sources=[G._SOURCE], extra_cflags=flags,
+                                extra_ldflags=["-fopenmp"])
+    rng = np.random.default_rng(0)
+    for kind, (n, k) in [(G.Q4_1, (96, 160)), (G.Q8_0, (70, 128))]:
+        qtype = gguf.GGMLQuantizationType.Q4_1 if kind == G.Q4_1 else gguf.GGMLQuantizationType.Q8_0
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        blocks = G.Blocks(torch.from_numpy(gguf.quants.quantize(w, qtype)), kind, k, "random")
+        assert torch.equal(scalar.block_weights(blocks.packed, kind, n, k), blocks.weights())
+        for rows in (1, 3, 5, 9, 20):
+            x = torch.randn(rows, k)
+            assert torch.equal(scalar.block_linear(x, blocks.packed, kind, n, k, None), blocks.linear(x)), rows

@@ -34,7 +34,7 @@ constexpr int QK = 32;          // weights per block
 constexpr int PANEL = 16;       // output rows per panel
 constexpr int GROUP = 4;        // panels per group: 64 outputs, one unit of work per thread
 constexpr int Q4_1_BYTES = 20, Q8_0_BYTES = 34;
-constexpr int DIRECT_ROWS = 4;  // up to this many rows: dequantize in registers; more: into a buffer first
+constexpr int DIRECT_ROWS = 16; // up to this many rows: dequantize in registers; more: into a buffer first
 constexpr int TILE = 6;         // rows per tile on the buffered path (6 x 4 accumulators + 4 weights in 32 zmm)
 constexpr int CHUNK = 2;        // blocks per buffered chunk: 64 columns x 64 outputs x 4 bytes = 16 KB (L1)
 
@@ -87,31 +87,32 @@ inline void column_pair(const uint8_t* pb, int c, __m512 d, __m512 m, __m512& w0
   }
 }
 
-// A few rows (R <= DIRECT_ROWS) against one group: each column pair is dequantized in registers and used by
-// every row at once. g: the group's first panel block; stride: bytes from one block of a panel to the next panel.
-template <int TYPE, int R>
-void group_direct( const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t K,
-                  float* y, int64_t N, int64_t n0) {
-  __m512 acc[R][GROUP];
-  #pragma GCC unroll 4
+// A few rows (R <= 8) against P panels of one group (from panel p0): each column pair is dequantized in
+// registers and used by every row at once (R x P accumulators: P = 4 up to 4 rows, 2 for 5-8).
+// g: the group's first panel block; pbytes: one panel block's bytes.
+template <int TYPE, int R, int P>
+void panels_direct(const uint8_t* g, int p0, int64_t nb, int64_t pbytes, const float* x, int64_t K, float* y,
+                   int64_t N, int64_t n0) {
+  __m512 acc[R][P];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 4
-    for (int p = 0; p < GROUP; ++p) acc[r][p] = _mm512_setzero_ps();
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
-    const uint8_t* pb[GROUP];
-    __m512 d[GROUP], m[GROUP];
+    const uint8_t* pb[P];
+    __m512 d[P], m[P];
     #pragma GCC unroll 4
-    for (int p = 0; p < GROUP; ++p) {
-      pb[p] = g + (p * nb + j) * pbytes;
+    for (int p = 0; p < P; ++p) {
+      pb[p] = g + ((p0 + p) * nb + j) * pbytes;
       d[p] = fp16x16(pb[p]);
       m[p] = TYPE == 0 ? fp16x16(pb[p] + 32) : _mm512_setzero_ps();
     }
     for (int c = 0; c < QK / 2; ++c) {
       #pragma GCC unroll 4
-      for (int p = 0; p < GROUP; ++p) {   // the four panels' sums are independent chains: interleaved
+      for (int p = 0; p < P; ++p) {   // the panels' sums are independent chains: interleaved
         __m512 w0, w1;
         column_pair<TYPE>(pb[p], c, d[p], m[p], w0, w1);
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const float* xr = x + r * K + j * QK + 2 * c;
           acc[r][p] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xr[0]), acc[r][p]);
@@ -121,10 +122,23 @@ void group_direct( const uint8_t* g, int64_t nb, int64_t pbytes, const float* x,
     }
   }
   #pragma GCC unroll 4
-  for (int p = 0; p < GROUP; ++p) {
-    const __mmask16 mask = lane_mask(n0 + p * PANEL, N);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * N + n0 + p * PANEL, mask, acc[r][p]);
+  for (int p = 0; p < P; ++p) {
+    const int64_t n = n0 + (p0 + p) * PANEL;
+    const __mmask16 mask = lane_mask(n, N);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * N + n, mask, acc[r][p]);
+  }
+}
+
+// R rows (1..8) against a whole group on the register path.
+template <int TYPE, int R>
+void group_direct(const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t K, float* y, int64_t N,
+                  int64_t n0) {
+  if constexpr (R <= 4) {
+    panels_direct<TYPE, R, GROUP>(g, 0, nb, pbytes, x, K, y, N, n0);
+  } else {
+    panels_direct<TYPE, R, 2>(g, 0, nb, pbytes, x, K, y, N, n0);
+    panels_direct<TYPE, R, 2>(g, 2, nb, pbytes, x, K, y, N, n0);
   }
 }
 
@@ -195,16 +209,32 @@ void group_buffered( const uint8_t* g, int64_t nb, int64_t pbytes, const float* 
 }
 
 template <int TYPE>
-void group_typed(const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K, float* y,
+void rows_direct(const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t R, int64_t K, float* y,
                  int64_t N, int64_t n0) {
-  switch (M) {
+  switch (R) {
     case 1: group_direct<TYPE, 1>(g, nb, pbytes, x, K, y, N, n0); break;
     case 2: group_direct<TYPE, 2>(g, nb, pbytes, x, K, y, N, n0); break;
     case 3: group_direct<TYPE, 3>(g, nb, pbytes, x, K, y, N, n0); break;
     case 4: group_direct<TYPE, 4>(g, nb, pbytes, x, K, y, N, n0); break;
-    default: group_buffered<TYPE>(g, nb, pbytes, x, M, K, y, N, n0); break;
+    case 5: group_direct<TYPE, 5>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 6: group_direct<TYPE, 6>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 7: group_direct<TYPE, 7>(g, nb, pbytes, x, K, y, N, n0); break;
+    case 8: group_direct<TYPE, 8>(g, nb, pbytes, x, K, y, N, n0); break;
+    default: TORCH_CHECK(false, "gguf_blocks: a register tile has 1 to 8 rows");
   }
-  static_assert(DIRECT_ROWS == 4, "group_typed's switch lists the direct row counts");
+}
+
+// Up to DIRECT_ROWS rows: tiles of 8 on the register path (re-dequantizing per tile costs less than a buffer's
+// stores and loads at these sizes); more: the buffered path.
+template <int TYPE>
+void group_typed(const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K, float* y,
+                 int64_t N, int64_t n0) {
+  if (M > DIRECT_ROWS) {
+    group_buffered<TYPE>(g, nb, pbytes, x, M, K, y, N, n0);
+    return;
+  }
+  for (int64_t r = 0; r < M; r += 8)
+    rows_direct<TYPE>(g, nb, pbytes, x + r * K, std::min<int64_t>(8, M - r), K, y + r * N, N, n0);
 }
 
 void group_product(int type, const uint8_t* g, int64_t nb, int64_t pbytes, const float* x, int64_t M, int64_t K,
