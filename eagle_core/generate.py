@@ -41,9 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def decode_config(args, device_type: str):
+def decode_config(args, device_type: str, numerics: str | None = None):
     from .decoding.engine import default_config
-    cfg = default_config(device_type)
+    cfg = default_config(device_type, numerics)
     for name in ("draft", "tree", "depth", "top_k", "total_tokens"):
         v = getattr(args, name)
         if v is not None:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     from .model.target import TargetLoadError, load_target
     try:
         target = load_target(args.target, device=args.device, dtype=args.dtype)
-        cfg = decode_config(args, target.device.type)
+        cfg = decode_config(args, target.device.type, target.numerics)
         cfg.check()
         head = None if cfg.draft == "vanilla" else resolve_head(args.head, target)
         prompt_ids = target.render_prompt(args.prompt, chat_template=not args.no_chat_template)

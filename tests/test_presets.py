@@ -55,3 +55,18 @@ def test_dynamic_fit_measures_real_decoding(tiny_target, tiny_random_head):
     assert (row["depth"], row["top_k"], row["total_tokens"]) == (3, 2, 4)
     assert row["tau"] >= 1.0 and row["cycle_ms"] > 0
     assert row["tokens_per_s_model"] == pytest.approx(row["tau"] / row["cycle_ms"] * 1e3, rel=0.02)
+
+
+def test_the_cpu_default_tree_follows_the_targets_numerics(monkeypatch):
+    """A CPU target on the GGUF block kernels drafts the tree fitted to their pass costs (a pass grows dearer per
+    token there than on the fp32 plan); any other numerics, or no q4 fit, the fp32 fit; no fit at all, cpu-4."""
+    from eagle_core.decoding import engine
+    from eagle_core.decoding.presets import TREE_PRESETS, tree_presets
+    presets = dict(tree_presets())
+    assert engine.default_config("cpu", "gguf-blocks").tree == "smollm2-cpu-q4"
+    assert presets["smollm2-cpu-q4"] != presets["smollm2-cpu"]
+    assert engine.default_config("cpu", "float32").tree == engine.default_config("cpu").tree == "smollm2-cpu"
+    monkeypatch.delitem(TREE_PRESETS, "smollm2-cpu-q4")
+    assert engine.default_config("cpu", "gguf-blocks").tree == "smollm2-cpu"
+    monkeypatch.delitem(TREE_PRESETS, "smollm2-cpu")
+    assert engine.default_config("cpu", "gguf-blocks").tree == "cpu-4"

@@ -112,7 +112,7 @@ def _base_config(args, target, methods):
     """The device's default DecodeConfig with the command line's tree settings; bad tree settings fail here,
     before any head is loaded."""
     from ..decoding.engine import default_config
-    base = default_config(target.device.type)
+    base = default_config(target.device.type, getattr(target, "numerics", None))
     for name in ("tree", "depth", "top_k", "total_tokens"):
         v = getattr(args, name)
         if v is not None:

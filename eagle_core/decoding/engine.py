@@ -380,14 +380,18 @@ def generate(target, head, cfg: DecodeConfig, prompt_ids: list[int], prompt: str
     return dec.result(prompt)
 
 
-def default_config(device_type: str = "cpu") -> DecodeConfig:
-    """Defaults per device: a CPU pays for every verified token, a GPU verifies a wide tree almost for free."""
+def default_config(device_type: str = "cpu", numerics: str | None = None) -> DecodeConfig:
+    """Defaults per device: a CPU pays for every verified token, a GPU verifies a wide tree almost for free.
+    numerics: the target's (Target.numerics); on the GGUF block kernels ('gguf-blocks') a CPU takes the tree
+    fitted to their pass costs."""
     if device_type == "cpu":
         # a small static tree: the one eagle_core.bench.tree_fit fitted
-        # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json), else cpu-4;
+        # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json; on the block
+        # kernels, whose passes grow dearer per token, smollm2-cpu-q4.json), else cpu-4;
         # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x and an fp32 head is faster than a bf16 one
         # ("mixed", draft.py); drafting precision changes q only, the output stays exact
-        tree = "smollm2-cpu" if "smollm2-cpu" in tree_presets() else "cpu-4"
+        fitted = "smollm2-cpu-q4" if numerics == "gguf-blocks" else "smollm2-cpu"
+        tree = next((t for t in (fitted, "smollm2-cpu") if t in tree_presets()), "cpu-4")
         # draft="dynamic" (EAGLE-2) takes the settings bench/dynamic_fit.py measured fastest here, when fitted
         return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="mixed", **fitted_dynamic())
     return DecodeConfig(draft="dynamic", depth=6, top_k=10, total_tokens=60)
