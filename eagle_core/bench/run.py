@@ -140,7 +140,8 @@ def _checked_config(target, methods, heads, base_cfg, max_new_tokens, temperatur
         s = method_head_shift(m)
         if s and heads.get(s) is None:
             raise BenchError(f"method {m} needs a {s} head")
-    base_cfg = base_cfg if base_cfg is not None else default_config(target.device.type)
+    if base_cfg is None:
+        base_cfg = default_config(target.device.type, getattr(target, "numerics", None))
     for m in methods:
         if m in VLLM_METHODS and m not in engines:
             raise BenchError(f"method {m} needs a vLLM worker (start_engines in bench/vllm.py)")

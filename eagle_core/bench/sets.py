@@ -190,7 +190,7 @@ def _run_sets(args, methods, sets, prompts, before, command: str) -> tuple[dict,
     from ..model.head import resolve_head
     from ..model.target import load_target
     target = load_target()
-    base = default_config(target.device.type)
+    base = default_config(target.device.type, target.numerics)
     need = {method_head_shift(m) for m in methods} - {None}
     specs = {"shifted": args.head, "unshifted": "unshifted", "eagle3": args.head_eagle3}
     heads = {s: resolve_head(specs[s], target) for s in need}
