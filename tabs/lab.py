@@ -25,6 +25,7 @@ LAB_VLLM = load_json("lab_vllm.json")   # written by `python -m eagle_core.lab.s
 # written by `python -m eagle_core.bench.head_compare` (docs/benchmarks.md, "EAGLE-3 against EAGLE-1")
 HEADS_EAGLE3 = load_json("bench", "heads_eagle3.json")
 LAB_ENGINES = load_json("bench", "llamacpp_sharegpt_t0_cpu.json")   # the benchmark with llama.cpp's methods
+LAB_ENGINES_Q4 = load_json("bench", "llamacpp_sharegpt_t0_cpu_q4.json")   # the same, our target on the GGUF blocks
 LAB_BATCH = load_json("lab_batch.json")   # written by `python -m eagle_core.bench.batch_sweep` (this engine's rounds)
 # its prompts' text, from the shared prompt set it names (not copied here), else their set and id
 LAB_NAMES = prompt_names(LAB or {})
@@ -277,6 +278,14 @@ class LabTab:
                         "in each engine.")
             gr.Plot(eng["fig"], label="Our engine and llama.cpp: tokens/s and pass costs")
             gr.Markdown(eng["md"])
+            if LAB_ENGINES_Q4:
+                eng4 = engines_section(LAB_ENGINES_Q4)
+                gr.Markdown("#### The same, our engine on the target's own 4-bit blocks\n`EAGLE_LENS_CPU_KERNELS=q4`: "
+                            "our linear layers read the GGUF's Q4_1 blocks (the q4 numerical model: the same weights, "
+                            "fp32 sums in another order; docs/benchmarks.md), EAGLE drafts the tree fitted to those "
+                            "passes' costs, and llama.cpp runs again in the same benchmark run.")
+                gr.Plot(eng4["fig"], label="On the 4-bit blocks: tokens/s and pass costs")
+                gr.Markdown(eng4["md"])
         return self
 
     @property

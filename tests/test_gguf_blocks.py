@@ -245,3 +245,32 @@ def test_scalar_fallback_equals_the_vector_kernel(tmp_path):
         for rows in (1, 3, 5, 9, 20):
             x = torch.randn(rows, k)
             assert torch.equal(scalar.block_linear(x, blocks.packed, kind, n, k, None), blocks.linear(x)), rows
+
+
+def test_layers_that_share_an_input_share_one_call(tiny_gguf, real_tokenizer):
+    """q/k/v and gate/up on the block kernel run as one call over their stacked panels (gguf_blocks.stacked_linear):
+    the same bits as one call per layer, biases added after, the layers' own panels now views of the stack; layers
+    that cannot share a call (rows not a whole number of 64-row groups) are told so (None)."""
+    from eagle_core.model.planned_linear import shared_input_linears
+    model, path = tiny_gguf
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="q4", gguf_file=path)
+    attn = model.model.layers[0].self_attn
+    mods = (attn.q_proj, attn.k_proj, attn.v_proj)
+    x = torch.randn(1, 5, attn.q_proj.in_features)
+    with torch.inference_mode():
+        alone = [m.gguf_blocks.linear(x, None) for m in mods]
+        together = shared_input_linears(mods, x)
+        assert [t.shape for t in together] == [a.shape for a in alone]
+        assert all(torch.equal(t, a) for t, a in zip(together, alone))
+        stack = mods[0].gguf_blocks._stack[1]
+        assert all(m.gguf_blocks.packed.untyped_storage().data_ptr() == stack.untyped_storage().data_ptr()
+                   for m in mods)
+        bias = torch.randn(attn.k_proj.out_features)
+        b = [m.gguf_blocks for m in mods]
+        with_bias = G.stacked_linear(b, x, [None, bias, None])
+        assert torch.equal(with_bias[1], b[1].linear(x, bias)) and torch.equal(with_bias[0], alone[0])
+        assert target.numerics == "gguf-blocks"
+    rng = np.random.default_rng(1)
+    odd = G.Blocks(torch.from_numpy(gguf.quants.quantize(rng.standard_normal((40, 64)).astype(np.float32),
+                                                         gguf.GGMLQuantizationType.Q4_1)), G.Q4_1, 64, "odd")
+    assert G.stacked_linear([odd, odd], torch.randn(2, 64), [None, None]) is None

@@ -581,5 +581,13 @@ def test_engines_panel_from_a_benchmark_report():
     text = vl.engines_finding(report, costs)
     assert "EAGLE runs 1.50x our plain decoding (ours, EAGLE tree)" in text and "loses (0.50x its plain decoding)" in text
     assert "a pass of 4 tokens costs 2.50 one-token passes there" in text and "0.38x llama.cpp" in text
+    assert "fp32 weights: a pass is bound by reading 540 MB" in text
+    # a run on the GGUF block kernels names its numerics in the legend, the table and the sentence
+    report["pass_costs"]["numerics"] = "gguf-blocks"
+    costs = vl.engines_costs(report)
+    assert {t.name for t in vl.engines_figure(report, costs).data[1:]} == {"ours (Q4_1 blocks)", "llama.cpp (Q4_1)"}
+    assert "| ours (Q4_1 blocks) | 50.0 (1.00)" in vl.engines_table(report)
+    text = vl.engines_finding(report, costs)
+    assert "the GGUF's 4-bit blocks: a pass reads 96 MB" in text and "540 MB" not in text
     from tabs.lab import engines_section
     assert engines_section(None)["md"] == "" and engines_section(report)["md"].startswith("| method |")

@@ -130,6 +130,29 @@ class Blocks:
         return kernel().block_weights(self.packed, self.kind, self.out_features, self.in_features)
 
 
+def stacked_linear(blocks: list[Blocks], x: torch.Tensor, biases) -> list[torch.Tensor] | None:
+    """[b.linear(x, bias) for each layer] as ONE kernel call, for layers that read one input (q/k/v; gate/up): one
+    fork of the threads instead of several, and the small k/v products' groups shared out with the rest. The layers'
+    panels are stacked once (each layer's `packed` becomes a view of the stack: no byte held twice). Each output is
+    the same sequence of operations in either call, so the results are the same bits. None where the layers cannot
+    share a call (another kind or input width, or rows not a whole number of 64-row groups)."""
+    b0 = blocks[0]
+    if not all(b.kind == b0.kind and b.in_features == b0.in_features and b.out_features % (PANEL * GROUP) == 0
+               for b in blocks):
+        return None
+    stack = getattr(b0, "_stack", None)
+    if stack is None or stack[0] != [id(b) for b in blocks]:
+        packed = torch.cat([b.packed for b in blocks])
+        offset = 0
+        for b in blocks:
+            b.packed = packed[offset:offset + b.packed.shape[0]]
+            offset += b.packed.shape[0]
+        stack = b0._stack = ([id(b) for b in blocks], packed, sum(b.out_features for b in blocks))
+    y = kernel().block_linear(x, stack[1], b0.kind, stack[2], b0.in_features, None)
+    outs = y.split([b.out_features for b in blocks], dim=-1)
+    return [o if bias is None else o + bias for o, bias in zip(outs, biases)]
+
+
 def read_tensors(path: str) -> tuple[dict, dict]:
     """({tensor name: gguf ReaderTensor} of the file's Q4_1 / Q8_0 tensors, {metadata key: value})."""
     import gguf

@@ -124,10 +124,19 @@ class PlannedLinear(nn.Linear):
 
 def shared_input_linears(mods, x):
     """[m(x) for m in mods] for layers that read one input (q/k/v; gate/up): where all of them run the bf16 kernel
-    at this row count, the input is rounded to bf16 once for all (the same bits each call would round it to)."""
+    at this row count, the input is rounded to bf16 once for all (the same bits each call would round it to); where
+    all run the GGUF block kernel, one call computes them all (gguf_blocks.stacked_linear: the same bits)."""
     if getattr(_stock, "on", False) or not all(isinstance(m, PlannedLinear) for m in mods):
         return [m(x) for m in mods]
     rows = x.numel() // max(x.shape[-1], 1)
+    if all(m.kernel_for(rows) == GGUF for m in mods):   # the GGUF block kernel: one call for all the layers
+        from .gguf_blocks import stacked_linear
+        for m in mods:
+            if m.guard is not None:
+                m.guard.check()
+        outs = stacked_linear([m.gguf_blocks for m in mods], x, [m.bias for m in mods])
+        if outs is not None:
+            return outs
     if any(m.kernel_for(rows) != BF16 for m in mods):
         return [m.forward(x) for m in mods]
     if mods[0].guard is not None:

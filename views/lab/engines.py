@@ -16,6 +16,20 @@ NAMES = {"hf-greedy": "transformers", "vanilla": "ours, plain", "eagle-static": 
          "llamacpp-eagle3": "llama.cpp, EAGLE-3 chain"}
 
 
+# what a pass of our engine is bound by, per numerical model (Target.numerics; "fp32" in older reports)
+WEIGHTS = {"float32": ("fp32", "fp32 weights: a pass is bound by reading 540 MB of them, so a few more tokens "
+                               "ride along"),
+           "gguf-blocks": ("Q4_1 blocks", "the GGUF's 4-bit blocks: a pass reads 96 MB, so its cost grows with "
+                                          "the tokens' multiply-adds sooner")}
+WEIGHTS["fp32"] = WEIGHTS["float32"]
+
+
+def ours_label(costs: dict) -> str:
+    """"ours (fp32)" or "ours (Q4_1 blocks)": our pass costs named by the report's numerical model."""
+    numerics = (costs.get("ours") or {}).get("numerics") or "float32"
+    return f"ours ({WEIGHTS.get(numerics, (numerics, ''))[0]})"
+
+
 def _engine(method: str) -> str:
     return "llama.cpp" if method.startswith("llamacpp") else ("transformers" if method == "hf-greedy" else "ours")
 
@@ -33,7 +47,7 @@ def engines_figure(bench: dict, costs: dict) -> go.Figure:
                     pattern=dict(shape=["/" if m not in ("hf-greedy", "vanilla", "llamacpp") else "" for m in ms])),
         text=[f"{v:.0f}" for v in vals], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}: %{x:.1f} tok/s<extra></extra>"), row=1, col=1)
-    for name, rel, color in (("ours (fp32)", (costs.get("ours") or {}).get("relative"), OURS),
+    for name, rel, color in ((ours_label(costs), (costs.get("ours") or {}).get("relative"), OURS),
                              ("llama.cpp (Q4_1)", (costs.get("llamacpp") or {}).get("relative"), THEIRS)):
         if not rel:
             continue
@@ -81,7 +95,7 @@ def engines_table(report: dict) -> str:
         rs = sorted({int(r) for c in costs.values() for r in c["relative"]})
         rows += ["", "| a pass of R tokens, ms (in one-token passes) | " + " | ".join(f"R = {r}" for r in rs) + " |",
                  "|---|" + "---:|" * len(rs)]
-        for eng, label in (("ours", f"ours ({(costs.get('ours') or {}).get('numerics') or 'fp32'})"),
+        for eng, label in (("ours", ours_label(costs)),
                            ("llamacpp", "llama.cpp (the GGUF's Q4_1)")):
             c = costs.get(eng)
             if c:
@@ -108,13 +122,14 @@ def engines_finding(bench: dict, costs: dict, k: int | None = None) -> str:
     if ours_best and "vanilla" in m:
         r = m[ours_best]["tokens_per_s"] / m["vanilla"]["tokens_per_s"]
         c = _rel(costs, "ours", 8)
+        why = WEIGHTS.get((costs.get("ours") or {}).get("numerics") or "float32", ("", ""))[1]
         chain3 = next((x for x in ("eagle-chain:eagle3",) if x in m and x != ours_best), None)
         also = (f"; the EAGLE-3 head's chain of {k}, {m[chain3]['tokens_per_s'] / m['vanilla']['tokens_per_s']:.2f}x"
                 if chain3 else "")
         parts.append(f"in our engine EAGLE runs {r:.2f}x our plain decoding ({NAMES[ours_best]}{also}): a cycle "
                      f"commits {m[ours_best]['tau']:.2f} tokens"
-                     + (f", and a pass of 8 tokens costs {c:.2f} one-token passes (fp32 weights: a pass is bound by "
-                        "reading 540 MB of them, so a few more tokens ride along)" if c else ""))
+                     + (f", and a pass of 8 tokens costs {c:.2f} one-token passes" + (f" ({why})" if why else "")
+                        if c else ""))
     if "llamacpp-eagle3" in m and "llamacpp" in m:
         r = m["llamacpp-eagle3"]["tokens_per_s"] / m["llamacpp"]["tokens_per_s"]
         c = _rel(costs, "llamacpp", k + 1) or _rel(costs, "llamacpp", 4)
