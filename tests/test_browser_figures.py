@@ -177,12 +177,16 @@ def walk(page, where, problems, forward: bool):
         measure(page, f"{where} walkthrough step {i + 1}", problems)
 
 
+SLOW_LAYOUT_MS = 180000   # a resize or presenter toggle re-lays out every drawn figure (see below)
+
+
 def test_every_figure_fits_every_screen(server):  # noqa: F811
     """One page, resized: 1440x900, then 1280x720 in presenter mode, then a 390x844 phone."""
     problems, prefit = [], [0]
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(SLOW_LAYOUT_MS)   # clicks and checks wait out a re-layout (below)
         page.goto(server)
         page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
         page.locator("#el-step").click()
@@ -191,6 +195,10 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
         page.get_by_text("Tree attention mask", exact=True).first.click()   # its accordion open
         for k, size in enumerate(SIZES):
             w, h, presenter = SIZES[size]
+            # back on the Lens before the page changes size: every drawn figure is laid out again at the new size
+            # (the Paper lab alone has 20), and on a slow 2-core machine the page answered nothing for over 30 s
+            # after a resize or a presenter toggle; the fit is checked here, the time it takes is not
+            page.get_by_role("tab", name="Lens").click()
             page.set_viewport_size({"width": w, "height": h})
             # by its id: a label lookup computes accessible names over the whole page, thousands of SVG texts once
             # the Paper lab is drawn (it timed out at 30 s on a loaded CI machine)
@@ -198,7 +206,6 @@ def test_every_figure_fits_every_screen(server):  # noqa: F811
             if box.is_checked() != presenter:
                 box.set_checked(presenter)
             # the Lens after a Step (a new cycle each time), then one beat of Play (it replaces the tree)
-            page.get_by_role("tab", name="Lens").click()
             mark_figures(page)
             page.locator("#el-step").click()
             page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?"
