@@ -24,10 +24,15 @@ WEIGHTS = {"float32": ("fp32", "fp32 weights: a pass is bound by reading 540 MB 
 WEIGHTS["fp32"] = WEIGHTS["float32"]
 
 
+def _weights(costs: dict) -> tuple[str, str]:
+    """(short name, what bounds a pass) of the report's numerical model; an unknown one by its own name."""
+    numerics = (costs.get("ours") or {}).get("numerics") or "float32"
+    return WEIGHTS.get(numerics, (numerics, ""))
+
+
 def ours_label(costs: dict) -> str:
     """"ours (fp32)" or "ours (Q4_1 blocks)": our pass costs named by the report's numerical model."""
-    numerics = (costs.get("ours") or {}).get("numerics") or "float32"
-    return f"ours ({WEIGHTS.get(numerics, (numerics, ''))[0]})"
+    return f"ours ({_weights(costs)[0]})"
 
 
 def _engine(method: str) -> str:
@@ -122,7 +127,7 @@ def engines_finding(bench: dict, costs: dict, k: int | None = None) -> str:
     if ours_best and "vanilla" in m:
         r = m[ours_best]["tokens_per_s"] / m["vanilla"]["tokens_per_s"]
         c = _rel(costs, "ours", 8)
-        why = WEIGHTS.get((costs.get("ours") or {}).get("numerics") or "float32", ("", ""))[1]
+        why = _weights(costs)[1]
         chain3 = next((x for x in ("eagle-chain:eagle3",) if x in m and x != ours_best), None)
         also = (f"; the EAGLE-3 head's chain of {k}, {m[chain3]['tokens_per_s'] / m['vanilla']['tokens_per_s']:.2f}x"
                 if chain3 else "")
