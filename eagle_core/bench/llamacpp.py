@@ -165,3 +165,44 @@ def compare_cycles(target, head, prompt_ids: list[int], target_gguf: str, head_g
             "ours": {"cycles": len(ours), "drafted": sum(len(c) for c, _ in ours.values()),
                      "accepted": sum(a for _, a in ours.values())},
             "llamacpp": {"cycles": len(their), "drafted": theirs.drafted, "accepted": theirs.accepted}}
+
+
+# A head llama.cpp reads as we read it drafts our tokens where both engines draft from the same text (all but the
+# near-ties of the two engines' numerics) and accepts about as often; a misread layout (layers swapped, a norm
+# dropped, d2t off) drafts other tokens from the first cycle and accepts far less (tests/test_llamacpp.py injects each).
+SAME_FIRST_MIN, SAME_CHAIN_MIN, ACCEPT_RATIO_MIN, COMPARED_MIN = 0.85, 0.75, 0.5, 15
+
+
+def head_agreement(comparisons: list[dict]) -> dict:
+    """compare_cycles' counts over several prompts, summed, with the rates a verdict reads."""
+    total = {k: sum(c.get(k, 0) for c in comparisons)
+             for k in ("positions_compared", "same_first_draft", "same_chain", "same_accept_length")}
+    for side in ("ours", "llamacpp"):
+        total[side] = {k: sum(c[side][k] for c in comparisons if side in c) for k in ("cycles", "drafted", "accepted")}
+    n = max(1, total["positions_compared"])
+    total["same_first_rate"] = total["same_first_draft"] / n
+    total["same_chain_rate"] = total["same_chain"] / n
+    rate = {side: total[side]["accepted"] / max(1, total[side]["drafted"]) for side in ("ours", "llamacpp")}
+    total["accept_rate"] = rate
+    total["accept_ratio"] = rate["llamacpp"] / rate["ours"] if rate["ours"] else 0.0
+    return total
+
+
+def misread_signs(agreement: dict) -> list[str]:
+    """Why llama.cpp's reading of a head is not ours (empty: it drafts as our engine does): told by what a misread
+    head does, drafts that differ from ours where both draft from the same place and an acceptance far below ours,
+    not by whether the texts part (llama.cpp's batch and one-token kernels part at near-ties, on some CPUs often)."""
+    a, signs = agreement, []
+    if a["positions_compared"] < COMPARED_MIN:
+        signs.append(f"only {a['positions_compared']} places where both engines drafted from the same text "
+                     f"(at least {COMPARED_MIN} are needed to tell)")
+    if a["same_first_rate"] < SAME_FIRST_MIN:
+        signs.append(f"the first drafted token is ours at {a['same_first_rate']:.0%} of the places "
+                     f"(a head read as ours: at least {SAME_FIRST_MIN:.0%})")
+    if a["same_chain_rate"] < SAME_CHAIN_MIN:
+        signs.append(f"the whole chain is ours at {a['same_chain_rate']:.0%} of the places "
+                     f"(at least {SAME_CHAIN_MIN:.0%})")
+    if a["accept_ratio"] < ACCEPT_RATIO_MIN:
+        signs.append(f"llama.cpp accepts {a['accept_rate']['llamacpp']:.0%} of its drafts, our engine "
+                     f"{a['accept_rate']['ours']:.0%} (at least {ACCEPT_RATIO_MIN:.0%} of ours)")
+    return signs
