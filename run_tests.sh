@@ -4,7 +4,7 @@
 #   ./run_tests.sh ARGS...    one pytest run with ARGS (a file, -k, -m "not slow and not browser", ...)
 set -uo pipefail
 cd "$(dirname "$0")"
-PYTEST=(.venv/bin/python -m pytest -q --durations=15)
+PYTEST=(.venv/bin/python -m pytest -q -rsx --durations=25)   # -rsx: every skip and xfail with its reason
 if [ $# -gt 0 ]; then
   for a in "$@"; do   # a file or folder given: run just that (else the whole tests/ folder, filtered by -m / -k)
     case "$a" in -*) ;; *) [ -e "${a%%::*}" ] && exec "${PYTEST[@]}" "$@" ;; esac

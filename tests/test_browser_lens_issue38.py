@@ -28,6 +28,9 @@ def log_text(log) -> str:
         return f.read()
 
 
+TREE_TITLE_JS = "() => (document.querySelector('#el-tree .gtitle') || {}).textContent || ''"
+
+
 def type_number(page, label, text):
     box = page.locator(f"input[type=number][aria-label*='{label}']").first
     box.click()
@@ -46,10 +49,14 @@ def test_a_number_typed_out_of_range_is_clamped_with_a_note(served):
         for label, typed, want in (("Temperature", "-1", "Temperature -1 is outside 0–2: using 0.0"),
                                    ("Max new tokens", "100000", "Max new tokens 100000 is outside 1–512: using 512")):
             type_number(page, label, typed)
+            before = page.evaluate(TREE_TITLE_JS)
             page.locator("#el-step").click()
-            page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent"
-                                   "?.startsWith('Cycle')", timeout=30000)
-            page.wait_for_timeout(800)
+            # wait for the page's answers (this Step's tree, the note), not a fixed time: on a slow host the Step's
+            # answer came after 0.8 s (the status still read "0.0s")
+            page.wait_for_function(f"(before) => {{ const t = ({TREE_TITLE_JS})(); "
+                                   "return t && t.startsWith('Cycle') && t !== before; }", arg=before, timeout=120000)
+            page.wait_for_function("(want) => (document.querySelector('#el-input-note') || {}).innerText"
+                                   "?.includes(want)", arg=want, timeout=120000)
             note = page.locator("#el-input-note").inner_text()
             assert want in note, note
             assert note.startswith("⚠️"), "a cue besides colour"

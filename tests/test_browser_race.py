@@ -63,8 +63,14 @@ def test_race_is_watched_side_by_side(server):
         first = page.evaluate(TEXTS_JS)
         assert not page.evaluate(FINISHED_JS), "the ratio is shown only at the end"
         shot(page, "during_1440")
-        page.wait_for_timeout(1500)
+        # wait until both lanes grew, or a lane finished (then the check below fails): a fixed 1.5 s raced the
+        # server on a slow host
+        page.wait_for_function(f"""(first) => {{ const now = ({TEXTS_JS})();
+            const grew = ['plain', 'EAGLE'].every((n) => now[n] && first[n] && now[n].length > first[n].length);
+            return grew || document.querySelector('#el-race-board').innerText.includes('✓ finished'); }}""",
+                               arg=first, timeout=120000)
         second = page.evaluate(TEXTS_JS)
+        assert "✓ finished" not in page.locator("#el-race-board").inner_text(), "a lane finished before both grew"
         assert page.evaluate("() => document.querySelector('#el-race-rules details').open")
         for lane in ("plain", "EAGLE"):      # both grew while it ran: neither waits for the other to finish
             assert first[lane] and len(second[lane]) > len(first[lane]), (lane, first[lane], second[lane])
