@@ -96,8 +96,8 @@ def test_block_kernel_is_row_independent(kind, shape):
 def test_block_kernel_sums_each_output_in_column_order(kind):
     """The documented sum: one fp32 accumulator per output, an fma per input column in order. With every weight 1
     and x = [1e8, 1, ..., 1, -1e8], that order keeps 1e8 (1e8 + 1 rounds back to it) until the last column takes
-    it to exactly 0, on the register path (1-16 rows: tiles of up to 4 rows x 4 panels, or 8 x 2) and the buffered
-    one (more; 96 columns span two chunks);
+    it to exactly 0, on the register path (1-16 rows: tiles of up to 8 rows with AVX-512, 6 with AVX2) and the
+    buffered one (more; 96 columns span two chunks);
     float64 gives 94, and lanes summed apart (the file's layout) would not give 0."""
     n, k = 40, 96
     one = np.frombuffer(np.float16(1.0).tobytes(), np.uint8)
@@ -227,24 +227,34 @@ def test_auto_plan_times_q4_where_asked(tiny_gguf, real_tokenizer, monkeypatch):
 
 
 @pytest.mark.slow
-def test_scalar_fallback_equals_the_vector_kernel(tmp_path):
-    """A CPU without AVX-512 runs the kernel's scalar code: built here with AVX-512 turned off, it gives the vector
-    paths' weights and products bit for bit (the same fma per column, in column order)."""
-    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
-        pytest.skip("the vector kernel is the scalar one on this CPU")
+def test_scalar_fallback_equals_the_vector_kernel():
+    """Each build the CPU can run gives the native build's weights and products bit for bit (the same fma per
+    column, in column order, whatever the path and tile shapes): the scalar code (vector paths turned off) and, on
+    an AVX-512 CPU, the AVX2 path (AVX-512 turned off). Rows 1-40 cover the register and buffered tiles; 70 and
+    109 outputs a panel hanging over N."""
+    native = G.kernel().vector_path()
+    if native == "scalar":
+        pytest.skip("the native build is the scalar one on this CPU (no AVX-512, no AVX2 + FMA + F16C)")
     from torch.utils import cpp_extension
-    flags = G._CFLAGS + ["-mno-avx512f"]
-    scalar = cpp_extension.load(name=G._build_name() + "_scalar", sources=[G._SOURCE], extra_cflags=flags,
-                                extra_ldflags=["-fopenmp"])
+    variants = {"scalar": ["-mno-avx512f", "-mno-avx2"]}
+    if native == "avx512":
+        variants["avx2"] = ["-mno-avx512f"]
+    builds = {name: cpp_extension.load(name=G._build_name() + "_" + name, sources=[G._SOURCE],
+                                       extra_cflags=G._CFLAGS + flags, extra_ldflags=["-fopenmp"])
+              for name, flags in variants.items()}
+    assert {name: mod.vector_path() for name, mod in builds.items()} == {name: name for name in builds}
     rng = np.random.default_rng(0)
-    for kind, (n, k) in [(G.Q4_1, (96, 160)), (G.Q8_0, (70, 128))]:
+    for kind, (n, k) in [(G.Q4_1, (96, 160)), (G.Q4_1, (109, 96)), (G.Q8_0, (70, 128))]:
         qtype = gguf.GGMLQuantizationType.Q4_1 if kind == G.Q4_1 else gguf.GGMLQuantizationType.Q8_0
         w = rng.standard_normal((n, k)).astype(np.float32)
         blocks = G.Blocks(torch.from_numpy(gguf.quants.quantize(w, qtype)), kind, k, "random")
-        assert torch.equal(scalar.block_weights(blocks.packed, kind, n, k), blocks.weights())
-        for rows in (1, 3, 5, 9, 20):
-            x = torch.randn(rows, k)
-            assert torch.equal(scalar.block_linear(x, blocks.packed, kind, n, k, None), blocks.linear(x)), rows
+        weights = blocks.weights()
+        xs = {rows: torch.randn(rows, k) for rows in (1, 3, 5, 9, 17, 20, 40)}
+        ys = {rows: blocks.linear(x) for rows, x in xs.items()}
+        for name, mod in builds.items():
+            assert torch.equal(mod.block_weights(blocks.packed, kind, n, k), weights), (name, n)
+            for rows, x in xs.items():
+                assert torch.equal(mod.block_linear(x, blocks.packed, kind, n, k, None), ys[rows]), (name, n, rows)
 
 
 def test_layers_that_share_an_input_share_one_call(tiny_gguf, real_tokenizer):

@@ -23,7 +23,13 @@ count (threads split output features, not sums): row-independent by construction
 
 The kernel is C++ built at first use with torch.utils.cpp_extension (a C++ compiler and ninja are needed; ~30 s
 of CPU, cached under torch's extensions folder). Where it cannot be built, `kernel()` says why and the plan keeps
-the fp32 kernels.
+the fp32 kernels. It is built with -march=native and has three paths, chosen at compile time, that give the same
+bits (the same fma per column, in column order; tests/test_gguf_blocks.py builds the others and compares):
+`kernel().vector_path()` says which one runs
+
+  avx512    AVX-512F: a panel of 16 outputs is one 512-bit vector
+  avx2      AVX2 + FMA + F16C without AVX-512 (e.g. AMD Zen 2/3): two 256-bit vectors, smaller register tiles
+  scalar    anything else: the same sums one weight at a time (several times slower than fp32)
 """
 from __future__ import annotations
 
