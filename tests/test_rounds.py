@@ -221,3 +221,126 @@ def test_a_class_arriving_at_once_reads_its_prompts_a_few_a_round(pair):
         assert r.done.wait(30) and r.error is None
     assert sizes == [[0], [0, 0, 1], [0, 0]]                        # prompts read: 1, then 2 (+ going), then 2
     assert all(len(d.cycles) == 1 for d in decs) and len(going.cycles) == 2
+
+
+def _solo(target, head, cfgs, n=16):
+    out = []
+    for i, cfg in enumerate(cfgs):
+        d = _new(target, head, i, cfg, n)
+        while not d.done:
+            d.step()
+        out.append(d.new_ids)
+    return out
+
+
+def _finish_in_rounds(loop, decs):
+    """Every decoder to its end, all in the loop's rounds (one request each per round)."""
+    while not all(d.done for d in decs):
+        reqs = [loop.submit(d) for d in decs if not d.done]
+        for r in reqs:
+            assert r.done.wait(60) and r.error is None, r.error
+
+
+ROUND_CFGS = [dict(draft="chain", depth=3), dict(draft="static", tree="cpu-12"),
+              dict(draft="chain", depth=3, temperature=0.9, seed=2), dict(draft="vanilla")]
+
+
+def _fail_once(obj, name, after=0):
+    """obj.name raises on its call number after + 1, then works again; returns the calls seen."""
+    real, calls = getattr(obj, name), []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == after + 1:
+            raise RuntimeError(f"injected: {name} failed")
+        return real(*a, **k)
+    setattr(obj, name, flaky)
+    return calls
+
+
+def test_a_round_that_fails_mid_pass_is_undone_for_everyone(pair):
+    """The shared pass fails in the last layer's MLP, after every layer appended every generation's KV entries:
+    the round is undone (no stale entries), each generation then steps alone, and every text is its solo text."""
+    target, head = pair
+    want = _solo(target, head, ROUND_CFGS)
+    loop = rounds.RoundLoop()
+    decs = [_new(target, head, i, cfg) for i, cfg in enumerate(ROUND_CFGS)]
+    for d in decs:
+        d.step()
+        d.step()
+    down = target.model.model.layers[-1].mlp.down_proj
+    real, failed = down.forward, []
+    kv0 = [d.cache.layers[0].keys.shape[-2] for d in decs]
+
+    def flaky(x):        # fails once, inside the round's pass: once every generation's layer 0 holds its tree
+        if not failed and all(d.cache.layers[0].keys.shape[-2] > n for d, n in zip(decs, kv0)):
+            failed.append(x.shape)
+            raise RuntimeError("injected: the pass failed in the last layer")
+        return real(x)
+    down.forward = flaky
+    try:
+        kv_before = [len(d.tokens) for d in decs]
+        reqs = [loop.submit(d) for d in decs]
+        for r in reqs:
+            assert r.done.wait(60) and r.error is None, r.error
+        assert failed, "the injected failure did not run (the pass took another road)"
+    finally:
+        del down.forward
+    for d, before in zip(decs, kv_before):
+        assert len(d.cycles) == 3 and len(d.tokens) > before
+        assert d.cache.layers[0].keys.shape[-2] == len(d.tokens) - 1, "stale KV entries kept"
+    _finish_in_rounds(loop, decs)
+    assert [d.new_ids for d in decs] == want
+
+
+def test_a_round_that_fails_after_some_committed_commits_each_once(pair):
+    """Generation 3's acceptance fails after generations 1-2 committed their cycle: all are put back, 1, 2 and 4
+    get exactly one cycle (and one record), 3 its error with nothing changed; then every text is its solo text."""
+    target, head = pair
+    want = _solo(target, head, ROUND_CFGS)
+    loop = rounds.RoundLoop()
+    decs = [_new(target, head, i, cfg) for i, cfg in enumerate(ROUND_CFGS)]
+    for d in decs:
+        d.step()
+    bad = decs[2]
+
+    def broken(*a, **k):
+        raise RuntimeError("injected: acceptance failed")
+    bad.finish_cycle = broken                     # in the round and alone
+    tokens = [list(d.tokens) for d in decs]
+    reqs = [loop.submit(d) for d in decs]
+    for r in reqs:
+        assert r.done.wait(60)
+    assert isinstance(reqs[2].error, RuntimeError) and reqs[2].record is None
+    assert bad.tokens == tokens[2] and len(bad.cycles) == 1
+    for i in (0, 1, 3):
+        d = decs[i]
+        assert reqs[i].error is None and reqs[i].record["cycle"] == 1 and len(d.cycles) == 2
+        assert d.tokens[:len(tokens[i])] == tokens[i] and len(d.new_ids) == len(d.tokens) - 4
+    del bad.finish_cycle
+    _finish_in_rounds(loop, decs)
+    assert [d.new_ids for d in decs] == want
+
+
+def test_the_loop_survives_failures_in_shaping_and_logging(pair, caplog):
+    """An error in the round's shapes is undone like any other (each then steps alone); one in the round's log
+    line after the cycles were answered keeps the answers; the loop thread lives on and says it in the log."""
+    target, head = pair
+    loop = rounds.RoundLoop()
+    decs = [_new(target, head, i, cfg) for i, cfg in enumerate(ROUND_CFGS)]
+    for d in decs:
+        d.step()
+    _fail_once(loop, "_shapes")
+    reqs = [loop.submit(d) for d in decs]
+    for r in reqs:
+        assert r.done.wait(60) and r.error is None and r.record["cycle"] == 1
+    assert all(len(d.cycles) == 2 for d in decs)
+    _fail_once(loop, "_log")
+    with caplog.at_level("ERROR", logger="eagle_lens.rounds"):
+        reqs = [loop.submit(d) for d in decs]
+        for r in reqs:
+            assert r.done.wait(60) and r.error is None and r.record["cycle"] == 2
+    assert "round" in caplog.text and "injected: _log failed" in caplog.text
+    assert loop.thread.is_alive()
+    r = loop.submit(decs[0])
+    assert r.done.wait(60) and r.error is None and r.record["cycle"] == 3

@@ -222,6 +222,16 @@ class Drafter:
         self.cache.length = 0
         self.committed = 0
 
+    def checkpoint(self) -> tuple:
+        """What a cycle changes here (the head cache's length, the committed entries, the root's position, and a
+        smaller tree's shape while it is drafted): a failed round puts it back (EagleDecoder.restore). Entries
+        below the length are never written again by a later append, so the length alone restores the cache."""
+        return (self.cache.length, getattr(self, "committed", 0), getattr(self, "root_position", None), self.spec,
+                self._children_of_path)
+
+    def restore(self, state: tuple):
+        self.cache.length, self.committed, self.root_position, self.spec, self._children_of_path = state
+
     # ------------------------------------------------------------------ the tree
     @torch.inference_mode()
     def draft(self, root_feat: torch.Tensor, root_token: int, parent_token: int, temperature: float,

@@ -147,6 +147,38 @@ def keep_cache_entries(cache: DynamicCache, start: int, keep: torch.Tensor):
         layer.values = layer.values[:, :, :end]
 
 
+def cache_lengths(cache: DynamicCache) -> list[int | None]:
+    """Each layer's entries (None: not yet written)."""
+    return [layer.keys.shape[-2] if layer.is_initialized else None for layer in cache.layers]
+
+
+def truncate_cache(cache: DynamicCache, lengths: list[int | None]):
+    """Back to `lengths` (cache_lengths before a failed pass): the entries a pass appended layer by layer are
+    dropped; those below were not written by it (an append writes past the end, keep_cache_entries past the root)."""
+    for i, layer in enumerate(cache.layers):     # layers made during the pass (a first prefill) come back empty
+        if layer.is_initialized:
+            n = (lengths[i] if i < len(lengths) else None) or 0
+            layer.keys, layer.values = layer._k[:, :, :n], layer._v[:, :, :n]
+
+
+@dataclass
+class DecoderState:
+    """What one cycle of an EagleDecoder changes, taken before a round (EagleDecoder.checkpoint): a round that
+    fails is undone for every generation in it, so none keeps half a cycle (KV entries of some layers, a head
+    cache catch-up, committed tokens) and each can be stepped again as if the round had not run."""
+    kv: list
+    head: tuple | None
+    tokens: list[int]
+    new_ids: list[int]
+    cycles: int
+    target_forwards: int
+    finished: str | None
+    seconds: float
+    rng: torch.Tensor
+    pending_feats: object
+    head_behind: bool
+
+
 def tree_attention_mask(anc: torch.Tensor, prefix_len: int, dtype, device) -> torch.Tensor:
     """Additive [1, 1, N, prefix + N] mask: every tree token sees the committed prefix and its own ancestors."""
     n = anc.shape[0]
@@ -207,6 +239,23 @@ class EagleDecoder:
     @property
     def done(self) -> bool:
         return self.finished is not None
+
+    def checkpoint(self) -> DecoderState:
+        """This generation's state between cycles (see DecoderState); `restore` puts it back."""
+        return DecoderState(cache_lengths(self.cache), self.drafter.checkpoint() if self.drafter else None,
+                            list(self.tokens), list(self.new_ids), len(self.cycles), self.target_forwards,
+                            self.finished, self.seconds, self.gen.get_state(), self.pending_feats,
+                            self.head_behind)
+
+    def restore(self, s: DecoderState):
+        truncate_cache(self.cache, s.kv)
+        if self.drafter is not None:
+            self.drafter.restore(s.head)
+        self.tokens[:], self.new_ids[:] = s.tokens, s.new_ids
+        del self.cycles[s.cycles:]
+        self.target_forwards, self.finished, self.seconds = s.target_forwards, s.finished, s.seconds
+        self.gen.set_state(s.rng)
+        self.pending_feats, self.head_behind = s.pending_feats, s.head_behind
 
     # ------------------------------------------------------------------ the loop
     @torch.inference_mode()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ import time
 from .gpu import ZERO_GPU
 from .turns import CANCELLED, MODEL_LOCK, POLL_S, REPORT_S, model_turn, release_turn
 
+LOG = logging.getLogger("eagle_lens.rounds")
 ROUND_MAX = 64          # generations per round at most (a pass of 64 small trees; the rest wait for the next)
 JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can I"'s record, a round of its payoff)
 # After a round, the generations it served come back for their next cycle within a few milliseconds (their
@@ -147,21 +149,30 @@ class RoundLoop:
             ticket = MODEL_LOCK.request()
             ticket.wait()
             try:
-                t0 = time.perf_counter()
-                for req in batch:
-                    if req.job is not None:
-                        try:
-                            req.result = req.job()
-                        except Exception as exc:       # the job's caller raises it; the round goes on
-                            req.error = exc
-                t1 = time.perf_counter()
-                self._round([r for r in batch if r.job is None])
-                self.rounds += 1
-                self._log(batch, t0, t1)
+                self._serve(batch)
+            except Exception:      # the loop outlives any error: said in the server log, every request answered
+                LOG.exception("eagle-lens rounds: round %d failed", self.rounds)
+                for req in batch:      # (jobs ran first, each in its own try: answered already)
+                    if req.job is None and req.record is None and req.error is None:
+                        req.error = RuntimeError("the shared model's round failed (the server log says why); "
+                                                 "press Step again")
             finally:
                 MODEL_LOCK.release(ticket)
                 for req in batch:
                     req.done.set()
+
+    def _serve(self, batch: list[CycleRequest]):
+        t0 = time.perf_counter()
+        for req in batch:
+            if req.job is not None:
+                try:
+                    req.result = req.job()
+                except Exception as exc:       # the job's caller raises it; the round goes on
+                    req.error = exc
+        t1 = time.perf_counter()
+        self._round([r for r in batch if r.job is None])
+        self.rounds += 1
+        self._log(batch, t0, t1)
 
     def _log(self, batch, t0: float, t1: float):
         """One line per round to EAGLE_LENS_ROUND_LOG (JSON lines), where set: when, jobs and their seconds, the
@@ -175,6 +186,11 @@ class RoundLoop:
             f.write(json.dumps(line) + "\n")
 
     def _round(self, batch: list[CycleRequest]):
+        """One cycle of every generation in `batch`, as one transaction: if anything in the round fails (the
+        shapes, drafting, the shared pass, a generation's acceptance), every generation is put back as it was
+        (EagleDecoder.checkpoint / restore: no half-appended KV entries, no head-cache entries twice, no cycle
+        committed for a record the page never gets), then each steps alone: the failing one gets its error, the
+        others their cycle."""
         from ..decoding.batch import step_together
         live = [r for r in batch if not r.decoder.done]
         for r in batch:
@@ -184,24 +200,32 @@ class RoundLoop:
             self.last = {"sessions": 0}
             return
         decs = [r.decoder for r in live]
-        shapes = self._shapes(decs)
+        saved = [d.checkpoint() for d in decs]
         try:
-            records, info = step_together(decs, shapes)
-        except Exception as exc:               # one bad generation must not take the class down: each alone
-            for r in live:
+            records, info = step_together(decs, self._shapes(decs))
+            dicts = [dataclasses.asdict(rec) for rec in records]
+        except Exception as exc:
+            LOG.warning("eagle-lens rounds: a round of %d generations failed (%r); each steps alone", len(live), exc)
+            for d, st in zip(decs, saved):
+                d.restore(st)
+            for r, st in zip(live, saved):
                 try:
                     r.record = dataclasses.asdict(r.decoder.step())
                 except Exception as e:
+                    r.decoder.restore(st)
                     r.error = e
             self.last = {"sessions": len(live), "error": repr(exc)[:200]}
             return
-        for r, rec in zip(live, records):
-            r.record = dataclasses.asdict(rec)
+        for r, rec in zip(live, dicts):
+            r.record = rec
         self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4),
                      "draft_seconds": round(info.draft_seconds, 4), "prefills": info.prefills}
         budget = self.budgets.get(id(decs[0].target))
         if budget is not None:
-            budget.observe_round(records, info)
+            try:
+                budget.observe_round(records, info)
+            except Exception:                  # the cycles are committed and answered; the model of costs waits
+                LOG.exception("eagle-lens rounds: the load budget could not read round %d", self.rounds)
 
     def _shapes(self, decs) -> list:
         """Each generation's tree for this round, sized by how many are in it (load_budget.py)."""
