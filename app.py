@@ -1,6 +1,7 @@
 """EAGLE Lens: watch EAGLE speculative decoding draft and verify, cycle by cycle.
 
     python app.py [--port 7860] [--share] [--target embedded|tiny|PATH] [--head shifted|random|PATH]
+                  [--load-sized-trees]
 
 The entry point: arguments, model loading (in the background while the page shows a recorded run) and launch.
 The page is built by tabs/ (tabs/page.py: the frame; one module per tab), its figures and HTML by views/, and all
@@ -30,7 +31,13 @@ def main(argv=None):
                     help="embedded (default: SmolLM2-135M-Instruct), tiny (random, for tests), or a folder/hub id")
     ap.add_argument("--head", default=os.environ.get("EAGLE_LENS_HEAD", "shifted"),
                     help="shifted (shipped head) | random | PATH; the unshifted ablation head is the shipped one")
+    ap.add_argument("--load-sized-trees", action="store_true",
+                    default=os.environ.get("EAGLE_LENS_LOAD_SIZED_TREES", "") not in ("", "0"),
+                    help="start with the class's trees sized by the load (off: every student drafts the tree they "
+                         "set; the teacher's link switches it either way)")
     args = ap.parse_args(argv)
+    from eagle_core.serving.rounds import LOOP
+    LOOP.load_sized = args.load_sized_trees
     if os.environ.get("SPACE_ID"):
         args.host = "0.0.0.0"
     start_loading(args.target, args.head)

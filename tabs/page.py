@@ -19,6 +19,7 @@ from . import gradio_skip
 from .ambiguity import AmbiguityTab
 from .lab import LabTab
 from .lens import LensTab, initial_state, status_line
+from .teacher import TeacherControls, teacher_link
 from .walkthrough import WalkthroughTab
 
 HEADER = ("# 🦅 EAGLE Lens\nA small draft head guesses a **tree** of next tokens; the target checks them all in "
@@ -117,6 +118,7 @@ def build_demo() -> gr.Blocks:
             presenter = gr.Checkbox(label="Presenter mode (large type)", value=False, scale=0, min_width=200,
                                     elem_id="el-presenter")
         banner = gr.Markdown(model_banner()[0], elem_id="el-banner")
+        teacher = TeacherControls().build()      # shown only on the teacher's link
         timer = gr.Timer(1.0)
         tabs_ref = []
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # a phone shows every tab, no "⋯" menu
@@ -129,6 +131,7 @@ def build_demo() -> gr.Blocks:
         amb.wire(model_kw)
         walk.wire(model_kw)
         lab.wire(model_kw)
+        teacher.wire(demo)
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner").then(on_live, [lens.status], [lens.status], queue=False,
@@ -157,5 +160,8 @@ def sweeper():
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False):
     demo.queue(default_concurrency_limit=8, max_size=512)
     threading.Thread(target=sweeper, daemon=True, name="session-sweeper").start()
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    print(f"Teacher's link (the class settings; keep it to yourself): {teacher_link(f'http://{shown}:{port}')}",
+          flush=True)
     demo.launch(server_name=host, server_port=port, share=share, css=CSS, js=PAGE_JS, show_error=False,
                 theme=gr.themes.Soft(primary_hue="green", text_size="lg"), max_threads=4 * SESSIONS.max_sessions)

@@ -344,3 +344,57 @@ def test_the_loop_survives_failures_in_shaping_and_logging(pair, caplog):
     assert loop.thread.is_alive()
     r = loop.submit(decs[0])
     assert r.done.wait(60) and r.error is None and r.record["cycle"] == 3
+
+
+def test_every_student_drafts_the_tree_they_set_unless_the_teacher_sizes_them(pair, monkeypatch):
+    """Off (the default): a round of four drafts each one's own tree, and no record says otherwise. On (the
+    teacher's switch): the round's shapes come from the load budget, and each record says what it was given
+    beside what was set."""
+    from eagle_core.decoding import load_budget
+    from eagle_core.decoding.draft import DraftSpec
+    target, head = pair
+    cfgs = [dict(draft="chain", depth=3), dict(draft="static", tree="cpu-12"), dict(draft="chain", depth=2),
+            dict(draft="dynamic", depth=3, top_k=3, total_tokens=8)]
+    asked = []
+    monkeypatch.setattr(load_budget, "round_shapes",
+                        lambda budget, decs: asked.append(len(decs)) or [DraftSpec("chain", depth=1)] * len(decs))
+    loop = rounds.RoundLoop()
+    assert loop.load_sized is False
+    monkeypatch.setattr(loop, "budget", lambda target: None)
+    decs = [_new(target, head, i, cfg) for i, cfg in enumerate(cfgs)]
+    for d in decs:
+        d.step()
+    reqs = [loop.submit(d) for d in decs]
+    for r, d in zip(reqs, decs):
+        assert r.done.wait(60) and r.error is None
+        assert r.record["tree_given"] == "" and r.record["pass_sessions"] == 4
+        assert len(r.record["nodes"]) - 1 == len(d.spec.static_choices()) or d.spec.kind == "dynamic"
+    assert not asked, "the load budget was asked while the teacher's switch was off"
+    loop.load_sized = True
+    reqs = [loop.submit(d) for d in decs]
+    for r, d in zip(reqs, decs):
+        assert r.done.wait(60) and r.error is None
+        assert len(r.record["nodes"]) <= 2
+        assert r.record["tree_given"] == f"a chain of 1 (you set {d.spec.describe()})", r.record["tree_given"]
+    assert asked == [4]
+
+
+def test_only_the_teachers_link_changes_the_class_setting(monkeypatch):
+    from types import SimpleNamespace
+    teacher = pytest.importorskip("tabs.teacher")
+    loop = rounds.RoundLoop()
+    monkeypatch.setattr(teacher, "LOOP", loop)
+    student = SimpleNamespace(query_params={})
+    guess = SimpleNamespace(query_params={"teacher": "guess"})
+    mine = SimpleNamespace(query_params={"teacher": teacher.TOKEN})
+    assert not teacher.is_teacher(student) and not teacher.is_teacher(guess) and teacher.is_teacher(mine)
+    box, _, _ = teacher.on_teacher_open(student)
+    assert box.visible is False
+    box, _, _ = teacher.on_teacher_open(mine)
+    assert box.visible is True
+    for req in (student, guess):
+        box, note = teacher.on_load_sized(True, req)
+        assert loop.load_sized is False and box.value is False and "Only the teacher" in note
+    box, note = teacher.on_load_sized(True, mine)
+    assert loop.load_sized is True and box.value is True and "On" in note
+    assert teacher.teacher_link("http://127.0.0.1:7860/").endswith(f"/?teacher={teacher.TOKEN}")

@@ -48,9 +48,12 @@ def stats_html(records, upto: int | None = None, seen: list | None = None) -> st
 
 def shared_pass_card(r: dict) -> tuple[str, str]:
     """A classroom round (eagle_core/decoding/batch.py): how many students' trees this cycle's target pass verified,
-    and the tree this student got (sized by the load: fewer tokens, or none, when the class is large)."""
+    and the tree this student got (their own; or, where the teacher sized the trees by the load, what the round
+    gave, which the record names)."""
     tree = max(len(r.get("nodes") or []) - 1, 0)
     mine = f"your tree: {tree} drafted token{'s' if tree != 1 else ''}" if tree else "your cycle drafted no tree"
+    if r.get("tree_given"):
+        mine = f"the class's load gave you {r['tree_given']}"
     return (f"{r['pass_sessions']} students",
             f"in this cycle's one target pass ({r.get('pass_rows') or 0} tokens); {mine}")
 

@@ -248,7 +248,14 @@ def _title(t: _Tree) -> str:
     if rec["cycle"] == 0:
         return f"Cycle {rec['cycle']}: prefill — the target reads the prompt and picks the first token"
     return (f"Cycle {rec['cycle']}: {len(t.nodes) - 1} drafted, {rec['accept_length']} accepted<br>"
-            f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)" + _cut_note(rec) + _skip_note(rec))
+            f"+ 1 {rec['bonus_kind']} = {len(rec['new_tokens'])} new token(s)" + _cut_note(rec) + _skip_note(rec)
+            + _given_note(rec))
+
+
+def _given_note(rec) -> str:
+    """A class whose teacher sized the trees by the load (serving/rounds.py): what this cycle drafted instead."""
+    given = rec.get("tree_given")
+    return f"<br><sup>⚖ The class's load gave this cycle {given}</sup>" if given else ""
 
 
 def tree_figure(rec, height: int | None = None, title: str | None = None) -> go.Figure:

@@ -69,5 +69,7 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) 
         dec = decoders[i]
         res = dec.finish_cycle(trees[i], outs[i][0], outs[i][1], draft_s, verify_s)
         res.pass_sessions, res.pass_rows = info.sessions, info.rows
+        if shapes[i] is not None and shapes[i] != dec.spec:     # the class's load gave another tree: say so
+            res.tree_given = f"{shapes[i].describe()} (you set {dec.spec.describe()})"
         records[i] = dec.commit_record(res)
     return records, info

@@ -32,6 +32,7 @@ class CycleResult:
     finished: str | None
     pass_sessions: int = 1      # generations whose trees shared this cycle's verification pass (batch.py)
     pass_rows: int = 0          # tokens in that pass (0: this tree alone)
+    tree_given: str = ""        # the round's smaller tree, in words, when it was not the generation's own
 
 
 class RecordBuilder:
@@ -72,7 +73,7 @@ class RecordBuilder:
             total_new_tokens=res.total_new_tokens, target_forwards=res.target_forwards,
             tau=res.total_new_tokens / res.target_forwards, finished=res.finished, bonus_from=acc.source,
             drafts_skipped=tree.skipped, temperature=self.temperature, pass_sessions=res.pass_sessions,
-            pass_rows=res.pass_rows or len(tree),
+            pass_rows=res.pass_rows or len(tree), tree_given=res.tree_given,
             new_token_bytes=[self.target.token_bytes(t).hex() for t in res.committed] if named else [])
 
     def nodes(self, res: CycleResult, named: bool) -> list[TreeNode]:

@@ -37,6 +37,16 @@ class DraftSpec:
     top_k: int = 8                      # dynamic: nodes expanded per level and children per node
     total_tokens: int = 60              # dynamic: drafted nodes kept after reranking (root excluded)
 
+    def describe(self) -> str:
+        """In a student's words: "no tree", "a chain of 3", "a tree of 5 nodes", "a dynamic tree (depth 3, ...)"."""
+        if self.kind == "vanilla":
+            return "no tree"
+        if self.kind == "chain":
+            return f"a chain of {self.depth}"
+        if self.kind == "dynamic":
+            return f"a dynamic tree (depth {self.depth}, top-k {self.top_k}, {self.total_tokens} tokens)"
+        return f"a tree of {len(self.static_choices())} nodes"
+
     def static_choices(self) -> list[list[int]]:
         if self.kind == "chain":
             return chain_choices(self.depth)

@@ -77,6 +77,8 @@ class CycleRecord:
                                 # is decoded from their join, so a character split over tokens shows whole
     pass_sessions: int = 1      # generations verified in this cycle's target pass (a classroom round: batch.py)
     pass_rows: int = 0          # tokens in that pass, every generation's tree together
+    tree_given: str = ""        # "" = the tree the student set; else what the class's load gave this cycle, in
+                                # words, beside what was set ("a chain of 2 (you set a tree of 12 nodes)")
 
     def to_dict(self) -> dict:
         return asdict(self)

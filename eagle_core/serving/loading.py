@@ -113,8 +113,9 @@ def load_model(target_spec: str | None = None, head_spec: str = "shifted", model
         target = tiny_target() if target_spec in ("tiny", "tiny-random") else load_target(
             None if target_spec in (None, "", "embedded") else target_spec)
         model.heads, model.notice = load_heads(target, head_spec)
-        if not (ZERO_GPU or PRECOMPUTE):   # the engine loop's pass costs (serving/rounds.py), before the first class
-            from .rounds import LOOP
+        from .rounds import LOOP
+        if not (ZERO_GPU or PRECOMPUTE) and LOOP.load_sized:   # its pass costs, before the first class (else
+            # measured when the teacher turns it on)
             t0 = time.time()
             LOOP.budget(target)
             log.warning("pass costs for trees sized by the load measured in %.1fs", time.time() - t0)

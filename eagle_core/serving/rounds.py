@@ -2,8 +2,10 @@
 
 A Step, each cycle of a Run, a Race lane or a walkthrough run asks for one cycle of its decoder (`cycle_turn`). The
 loop takes every waiting request, first come first served up to ROUND_MAX, and advances them in one round
-(decoding/batch.step_together: their trees verified, and new generations' prompts read, in ONE target pass), with
-trees sized by the load (decoding/load_budget.py: one student keeps its tree, a class drafts a short chain or none).
+(decoding/batch.step_together: their trees verified, and new generations' prompts read, in ONE target pass), each
+drafting the tree its student set; the teacher may size the class's trees by the load instead (`load_sized`,
+decoding/load_budget.py: one student keeps its tree, a class drafts a short chain or none), and each record then
+says what its cycle was given (CycleRecord.tree_given).
 Sessions join and leave between rounds; a Stop while waiting leaves the queue at once. Other model work ("How can I",
 a Race's divergence check) is a job of the loop (`job_turn`): a round runs up to JOBS_PER_ROUND of them, first come
 first served, before its pass, so thirty students computing "How can I" at once delay the class's cycles by a
@@ -55,8 +57,11 @@ class CycleRequest:
 class RoundLoop:
     """The engine loop (a daemon thread, started on first use)."""
 
-    def __init__(self, round_max: int = ROUND_MAX, prefill_rows: int = PREFILL_ROWS):
+    def __init__(self, round_max: int = ROUND_MAX, prefill_rows: int = PREFILL_ROWS, load_sized: bool = False):
         self.round_max, self.prefill_rows = round_max, prefill_rows
+        # every student drafts the tree they set (the lesson), unless the teacher sizes the class's trees by the
+        # load (tabs/teacher.py, app.py --load-sized-trees): the paper's saturation, live
+        self.load_sized = load_sized
         self.cv = threading.Condition()
         self.queue: collections.deque[CycleRequest] = collections.deque()
         self.thread: threading.Thread | None = None
@@ -228,9 +233,10 @@ class RoundLoop:
                 LOG.exception("eagle-lens rounds: the load budget could not read round %d", self.rounds)
 
     def _shapes(self, decs) -> list:
-        """Each generation's tree for this round, sized by how many are in it (load_budget.py)."""
+        """Each generation's tree for this round: its own, or (the teacher's choice, `load_sized`) sized by how
+        many are in it (load_budget.py)."""
         from ..decoding.load_budget import round_shapes
-        if sum(1 for d in decs if d.cycles) <= 1:
+        if not self.load_sized or sum(1 for d in decs if d.cycles) <= 1:
             return [None] * len(decs)
         return round_shapes(self.budget(decs[0].target), decs)
 
@@ -247,7 +253,7 @@ def prompt_rows_of(decoder) -> int:
     return 0 if getattr(decoder, "cycles", 1) else len(getattr(decoder, "prompt_ids", ()))
 
 
-LOOP = RoundLoop()
+LOOP = RoundLoop(load_sized=os.environ.get("EAGLE_LENS_LOAD_SIZED_TREES", "") not in ("", "0"))
 ROUND_LOG = os.environ.get("EAGLE_LENS_ROUND_LOG", "")
 
 
