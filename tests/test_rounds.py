@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from conftest import oracle_pair
 from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
@@ -193,11 +194,11 @@ def test_a_failing_job_raises_in_its_caller_and_the_loop_goes_on(pair, monkeypat
 
 
 def test_a_class_arriving_at_once_reads_its_prompts_a_few_a_round(pair):
-    """New generations' prompts go in a round up to PREFILL_ROWS tokens (the first whatever its length), first come
-    first served, so the generations already decoding are not held behind thirty prompts in one pass; and the
+    """New generations' prompts go in a round up to PREFILL_ROWS tokens (a prompt over the budget in chunks), first
+    come first served, so the generations already decoding are not held behind thirty prompts in one pass; and the
     queue note says which wait."""
     target, head = pair
-    loop = rounds.RoundLoop(round_max=8, prefill_rows=9)          # these prompts are 4 tokens: two a round
+    loop = rounds.RoundLoop(round_max=8, prefill_rows=9)          # these prompts are 4 tokens: 2 and 1/4 a round
     going = _new(target, head, 9, dict(draft="chain", depth=2))
     going.step()                                                   # already decoding: never held back
     decs = [_new(target, head, i, dict(draft="chain", depth=2)) for i in range(5)]
@@ -215,11 +216,11 @@ def test_a_class_arriving_at_once_reads_its_prompts_a_few_a_round(pair):
         pass
     with loop.cv:                     # queued while round 1 (decs[0] alone) is held
         reqs = [loop.submit(d) for d in decs[1:]] + [loop.submit(going)]
-    assert [loop.ahead(r) for r in reqs] == [0, 0, 1, 2, 0]       # 1-2 next, with `going`; then 3 and 4 (4 behind 3)
+    assert [loop.ahead(r) for r in reqs] == [0, 0, 0, 1, 0]       # 1-2 and a chunk of 3 next, with `going`; then 4
     gate.set()
     for r in [first] + reqs:
         assert r.done.wait(30) and r.error is None
-    assert sizes == [[0], [0, 0, 1], [0, 0]]                        # prompts read: 1, then 2 (+ going), then 2
+    assert sizes == [[0], [0, 0, 0, 1], [0, 0]]     # prompts read: 1, then 2 and a row of 3 (+ going), then 3's rest + 4
     assert all(len(d.cycles) == 1 for d in decs) and len(going.cycles) == 2
 
 
@@ -364,14 +365,16 @@ def test_every_student_drafts_the_tree_they_set_unless_the_teacher_sizes_them(pa
     decs = [_new(target, head, i, cfg) for i, cfg in enumerate(cfgs)]
     for d in decs:
         d.step()
-    reqs = [loop.submit(d) for d in decs]
+    with loop.cv:                     # all four queued before the loop takes a round
+        reqs = [loop.submit(d) for d in decs]
     for r, d in zip(reqs, decs):
         assert r.done.wait(60) and r.error is None
         assert r.record["tree_given"] == "" and r.record["pass_sessions"] == 4
         assert len(r.record["nodes"]) - 1 == len(d.spec.static_choices()) or d.spec.kind == "dynamic"
     assert not asked, "the load budget was asked while the teacher's switch was off"
     loop.load_sized = True
-    reqs = [loop.submit(d) for d in decs]
+    with loop.cv:
+        reqs = [loop.submit(d) for d in decs]
     for r, d in zip(reqs, decs):
         assert r.done.wait(60) and r.error is None
         assert len(r.record["nodes"]) <= 2
@@ -398,3 +401,50 @@ def test_only_the_teachers_link_changes_the_class_setting(monkeypatch):
     box, note = teacher.on_load_sized(True, mine)
     assert loop.load_sized is True and box.value is True and "On" in note
     assert teacher.teacher_link("http://127.0.0.1:7860/").endswith(f"/?teacher={teacher.TOKEN}")
+
+
+def test_a_long_prompt_is_read_in_chunks_while_the_class_steps_on(pair):
+    """A 41-token prompt with a 12-row prompt budget per round: it is read over 4 rounds (12 + 12 + 12 + 5), its
+    student's Step answered once, with the prefill record, after the last; the two students already decoding get a
+    cycle in every one of those rounds; every text is its solo text and the chunked KV cache is the one-pass one."""
+    target, head = pair
+    long_ids = [1] + [100 + (7 * i) % 500 for i in range(40)]
+    loop = rounds.RoundLoop(prefill_rows=12)
+    mk = lambda i, cfg, ids: EagleDecoder(target, head, DecodeConfig(max_new_tokens=12, **cfg), ids)  # noqa: E731
+    cfgs = [dict(draft="chain", depth=3), dict(draft="static", tree="cpu-12"), dict(draft="chain", depth=2)]
+    prompts = [[1, 100, 7, 300], [1, 101, 7, 301], long_ids]
+    solo = []
+    for i, (cfg, ids) in enumerate(zip(cfgs, prompts)):
+        d = mk(i, cfg, ids)
+        while not d.done:
+            d.step()
+        solo.append(d.new_ids)
+    fresh = mk(2, cfgs[2], long_ids)
+    fresh.step()
+    decs = [mk(i, cfg, ids) for i, (cfg, ids) in enumerate(zip(cfgs, prompts))]
+    for d in decs[:2]:
+        d.step()
+    sizes, real = [], loop._round
+
+    def seen(batch):
+        sizes.append([r.prompt_rows or 0 for r in batch])
+        real(batch)
+    loop._round = seen
+    with loop.cv:
+        long_req = loop.submit(decs[2])
+    others_cycles = 0
+    while not long_req.done.is_set():
+        with loop.cv:
+            reqs = [loop.submit(d) for d in decs[:2] if not d.done]
+        for r in reqs:
+            assert r.done.wait(60) and r.error is None
+        others_cycles += 1
+    assert long_req.error is None and long_req.record["cycle"] == 0 and len(decs[2].cycles) == 1
+    assert [max(s) for s in sizes[:4]] == [12, 12, 12, 5], sizes
+    assert others_cycles >= 3, "the others waited behind the long prompt"
+    assert decs[2].target_forwards == 4
+    for a, b in zip(decs[2].cache.layers, fresh.cache.layers):
+        n = len(long_ids)
+        assert torch.equal(a.keys[:, :, :n], b.keys[:, :, :n]) and torch.equal(a.values[:, :, :n], b.values[:, :, :n])
+    _finish_in_rounds(loop, decs)
+    assert [d.new_ids for d in decs] == solo

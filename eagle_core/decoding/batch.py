@@ -9,8 +9,9 @@ therefore its output alone: bit for bit where the target's kernel plan is row-in
 else up to the kernels' rounding between a pass over its rows and a pass over everyone's (near-ties only).
 
 A generation's prefill (its prompt's first pass) joins the round's pass as one more part (causal over its own
-empty cache, the LM head on its last row only): a class that presses Step together prefills in one pass instead
-of thirty one after another.
+cache, the LM head on the prompt's last row only): a class that presses Step together prefills in one pass instead
+of thirty one after another, and a long prompt is read a chunk a round (serving/rounds.py), its record coming with
+the last chunk.
 """
 from __future__ import annotations
 
@@ -35,11 +36,14 @@ class RoundInfo:
 
 
 @torch.inference_mode()
-def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) -> tuple[list[CycleRecord], RoundInfo]:
+def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None,
+                  prompt_rows: list[int | None] | None = None) -> tuple[list[CycleRecord | None], RoundInfo]:
     """Advance every decoder (engine.EagleDecoder, not done) by one cycle; `shapes[i]`: decoder i's tree for this
-    cycle (None: its own). A decoder still to prefill reads its prompt in the same pass. Returns their records, in
-    order, and the round."""
+    cycle (None: its own). A decoder still to prefill reads its prompt in the same pass, or the next
+    `prompt_rows[i]` tokens of it (None: all that are left); its record comes with the prompt's last chunk (until
+    then None). Returns their records, in order, and the round."""
     shapes = shapes or [None] * len(decoders)
+    prompt_rows = prompt_rows or [None] * len(decoders)
     records: list[CycleRecord | None] = [None] * len(decoders)
     if any(dec.done for dec in decoders):
         raise RuntimeError("generation already finished")
@@ -57,17 +61,20 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None) 
     t0 = time.perf_counter()
     outs, rows = {}, 0
     for aux, idx in groups.items():
-        parts = [decoders[i].verify_part(trees[i]) if i in trees else decoders[i].prefill_part() for i in idx]
+        parts = [decoders[i].verify_part(trees[i]) if i in trees else decoders[i].prefill_part(prompt_rows[i])
+                 for i in idx]
         rows += sum(p.rows for p in parts)
-        for i, out in zip(idx, target.forward_packed(parts, aux)):
-            outs[i] = out
+        for i, p, out in zip(idx, parts, target.forward_packed(parts, aux)):
+            outs[i] = (p, out)
     verify_s = decoders[0]._clock() - t0
     info = RoundInfo(len(decoders), rows, verify_s, draft_s if live else 0.0, prefills=len(fresh))
     for i in fresh:
-        records[i] = decoders[i].commit_record(decoders[i].finish_prefill(outs[i][0], outs[i][1], t0))
+        part, (logits, feats) = outs[i]
+        res = decoders[i].finish_prefill_part(part, logits, feats, t0)
+        records[i] = decoders[i].commit_record(res) if res is not None else None
     for i in live:
         dec = decoders[i]
-        res = dec.finish_cycle(trees[i], outs[i][0], outs[i][1], draft_s, verify_s)
+        res = dec.finish_cycle(trees[i], outs[i][1][0], outs[i][1][1], draft_s, verify_s)
         res.pass_sessions, res.pass_rows = info.sessions, info.rows
         if shapes[i] is not None and shapes[i] != dec.spec:     # the class's load gave another tree: say so
             res.tree_given = f"{shapes[i].describe()} (you set {dec.spec.describe()})"

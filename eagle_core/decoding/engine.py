@@ -177,6 +177,8 @@ class DecoderState:
     rng: torch.Tensor
     pending_feats: object
     head_behind: bool
+    prompt_read: int = 0
+    prompt_feats: list | None = None
 
 
 def tree_attention_mask(anc: torch.Tensor, prefix_len: int, dtype, device) -> torch.Tensor:
@@ -222,6 +224,8 @@ class EagleDecoder:
         self.aux_layers = tuple(getattr(head, "aux_layers", ())) if self.drafter is not None else ()
         self.pending_feats = None          # true features not yet given to the head
         self.head_behind = False           # a cycle without a tree left them to the next catch-up
+        self.prompt_read = 0               # prompt tokens in the KV cache (a round reads a long prompt in chunks)
+        self.prompt_feats: list = []       # their features, until the last chunk's pass
         self.records = RecordBuilder(target, cfg.record_topk, cfg.temperature)
 
     def _new_drafter(self, max_len: int) -> Drafter | None:
@@ -245,7 +249,7 @@ class EagleDecoder:
         return DecoderState(cache_lengths(self.cache), self.drafter.checkpoint() if self.drafter else None,
                             list(self.tokens), list(self.new_ids), len(self.cycles), self.target_forwards,
                             self.finished, self.seconds, self.gen.get_state(), self.pending_feats,
-                            self.head_behind)
+                            self.head_behind, self.prompt_read, list(self.prompt_feats))
 
     def restore(self, s: DecoderState):
         truncate_cache(self.cache, s.kv)
@@ -256,6 +260,7 @@ class EagleDecoder:
         self.target_forwards, self.finished, self.seconds = s.target_forwards, s.finished, s.seconds
         self.gen.set_state(s.rng)
         self.pending_feats, self.head_behind = s.pending_feats, s.head_behind
+        self.prompt_read, self.prompt_feats = s.prompt_read, list(s.prompt_feats or [])
 
     # ------------------------------------------------------------------ the loop
     @torch.inference_mode()
@@ -272,20 +277,41 @@ class EagleDecoder:
         return rec
 
     def _prefill(self) -> CycleResult:
-        """The prompt in one target pass; its first token is the root of cycle 1. Timed as verify_seconds."""
+        """The prompt (what no round has read of it yet) in one target pass; its first token is the root of
+        cycle 1. Timed as verify_seconds."""
         t0 = time.perf_counter()
         p = self.prefill_part()
-        logits, feats = self.target.forward(p.input_ids, p.position_ids, p.cache, logits="last",
+        logits, feats = self.target.forward(p.input_ids, p.position_ids, p.cache, logits=p.logits,
                                             aux_layers=self.aux_layers)
-        return self.finish_prefill(logits, feats, t0)
+        return self.finish_prefill_part(p, logits, feats, t0)
 
-    def prefill_part(self) -> Part:
-        """The prompt's share of a pass (alone, or packed with other sessions': decoding/batch.py): positions
-        0..n-1, causal, into this generation's own (empty) KV cache; the LM head reads its last row only."""
+    @property
+    def prompt_left(self) -> int:
+        """Prompt tokens still to read (0 once the prefill is done)."""
+        return 0 if self.cycles else len(self.prompt_ids) - self.prompt_read
+
+    def prefill_part(self, rows: int | None = None) -> Part:
+        """The prompt's share of a pass (alone, or packed with other sessions': decoding/batch.py): the next `rows`
+        prompt tokens (default: all that are left), causal over what earlier chunks put in this generation's own
+        KV cache; the LM head reads the prompt's last row only, in its last chunk (a round reads a long prompt
+        over several passes, serving/rounds.py, so that it holds no other student behind it)."""
         dev = self.target.device
-        ids = torch.tensor([self.prompt_ids], device=dev)
+        a = self.prompt_read
+        b = len(self.prompt_ids) if rows is None else min(len(self.prompt_ids), a + max(1, rows))
+        ids = torch.tensor([self.prompt_ids[a:b]], device=dev)
         self.target_forwards += 1
-        return Part(ids, torch.arange(ids.shape[1], device=dev)[None], self.cache, None, logits="last")
+        return Part(ids, torch.arange(a, b, device=dev)[None], self.cache, None,
+                    logits="last" if b == len(self.prompt_ids) else False)
+
+    def finish_prefill_part(self, part: Part, logits, feats, t0: float) -> CycleResult | None:
+        """After a prompt chunk's pass: keep its features; after the last chunk, the prefill's result (else None)."""
+        self.prompt_read += part.rows
+        if self.prompt_read < len(self.prompt_ids):
+            self.prompt_feats.append(feats)
+            return None
+        if self.prompt_feats:
+            feats, self.prompt_feats = torch.cat(self.prompt_feats + [feats], dim=1), []
+        return self.finish_prefill(logits, feats, t0)
 
     def finish_prefill(self, logits, feats, t0: float) -> CycleResult:
         """After the prompt's pass (begun at `t0`): pick the first token (argmax, or sampled with this generation's

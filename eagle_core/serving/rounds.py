@@ -35,10 +35,10 @@ JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can
 # threads record the cycle and ask again); the loop waits up to this long for them, so that a class keeps
 # stepping in one round instead of splitting into two half-rounds that each cost nearly a full pass.
 GATHER_S = 0.025
-# New generations' prompts read in one round, in prompt tokens at most (the first always goes in, whatever its
-# length): a pass costs about its rows on the CPU (thirty prompts of ~37 tokens took 4.1 s in one pass), so a
-# class arriving at once is served ~8 prompts a round, first come first served, and the generations already
-# decoding are never held for seconds behind them.
+# New generations' prompts read in one round, in prompt tokens at most: a pass costs about its rows on the CPU
+# (thirty prompts of ~37 tokens took 4.1 s in one pass), so a class arriving at once is served ~8 prompts a round,
+# first come first served, and a prompt longer than this is read in chunks over several rounds (as vLLM's chunked
+# prefill): the generations already decoding are never held for seconds behind a prompt.
 PREFILL_ROWS = 320
 
 
@@ -52,6 +52,7 @@ class CycleRequest:
     started: bool = False
     job: object = None
     result: object = None
+    prompt_rows: int | None = None   # this round's chunk of the decoder's prompt (_select)
 
 
 class RoundLoop:
@@ -130,7 +131,8 @@ class RoundLoop:
 
     def _select(self, queue) -> list[CycleRequest]:
         """The next round's requests, first come first served: one per decoder, ROUND_MAX generations, at most
-        JOBS_PER_ROUND jobs, and new generations' prompts up to PREFILL_ROWS tokens (the first one whatever)."""
+        JOBS_PER_ROUND jobs, and new generations' prompts up to PREFILL_ROWS tokens in all (a longer one in
+        chunks: each request's `prompt_rows`)."""
         batch, seen, jobs, prompt_rows = [], set(), 0, 0
         for req in queue:
             if req.job is not None:
@@ -141,9 +143,11 @@ class RoundLoop:
                 continue
             else:
                 rows = prompt_rows_of(req.decoder)
-                if rows and prompt_rows and prompt_rows + rows > self.prefill_rows:
+                take = min(rows, self.prefill_rows - prompt_rows)
+                if rows and take <= 0:
                     continue
-                prompt_rows += rows
+                req.prompt_rows = take if rows else None
+                prompt_rows += take if rows else 0
                 seen.add(id(req.decoder))
             batch.append(req)
         return batch
@@ -157,14 +161,16 @@ class RoundLoop:
                 self._serve(batch)
             except Exception:      # the loop outlives any error: said in the server log, every request answered
                 LOG.exception("eagle-lens rounds: round %d failed", self.rounds)
-                for req in batch:      # (jobs ran first, each in its own try: answered already)
-                    if req.job is None and req.record is None and req.error is None:
+                for req in batch:      # (jobs ran first, each in its own try: answered already; a request
+                    # back in the queue for its prompt's next chunk is not started, and goes on)
+                    if req.started and req.job is None and req.record is None and req.error is None:
                         req.error = RuntimeError("the shared model's round failed (the server log says why); "
                                                  "press Step again")
             finally:
                 MODEL_LOCK.release(ticket)
                 for req in batch:
-                    req.done.set()
+                    if req.started:    # (a request back in the queue for its prompt's next chunk waits on)
+                        req.done.set()
 
     def _serve(self, batch: list[CycleRequest]):
         t0 = time.perf_counter()
@@ -207,8 +213,8 @@ class RoundLoop:
         decs = [r.decoder for r in live]
         saved = [d.checkpoint() for d in decs]
         try:
-            records, info = step_together(decs, self._shapes(decs))
-            dicts = [dataclasses.asdict(rec) for rec in records]
+            records, info = step_together(decs, self._shapes(decs), [r.prompt_rows for r in live])
+            dicts = [dataclasses.asdict(rec) if rec is not None else None for rec in records]
         except Exception as exc:
             LOG.warning("eagle-lens rounds: a round of %d generations failed (%r); each steps alone", len(live), exc)
             for d, st in zip(decs, saved):
@@ -221,8 +227,14 @@ class RoundLoop:
                     r.error = e
             self.last = {"sessions": len(live), "error": repr(exc)[:200]}
             return
+        chunked = [r for r, rec in zip(live, dicts) if rec is None]
         for r, rec in zip(live, dicts):
             r.record = rec
+        if chunked:          # a prompt read in part: its request goes on, first in line, in the next round
+            with self.cv:
+                for r in chunked:
+                    r.started = False
+                self.queue.extendleft(reversed(chunked))
         self.last = {"sessions": info.sessions, "rows": info.rows, "seconds": round(info.seconds, 4),
                      "draft_seconds": round(info.draft_seconds, 4), "prefills": info.prefills}
         budget = self.budgets.get(id(decs[0].target))
@@ -250,7 +262,7 @@ class RoundLoop:
 
 def prompt_rows_of(decoder) -> int:
     """The prompt tokens a generation still has to read (0 once it has)."""
-    return 0 if getattr(decoder, "cycles", 1) else len(getattr(decoder, "prompt_ids", ()))
+    return getattr(decoder, "prompt_left", 0)
 
 
 LOOP = RoundLoop(load_sized=os.environ.get("EAGLE_LENS_LOAD_SIZED_TREES", "") not in ("", "0"))
