@@ -194,3 +194,26 @@ def test_under_the_fp32_plan_a_round_differs_by_rounding_only(real_tokenizer):
         for ra, rb in zip(a.cycles, b.cycles):
             assert [n.token_id for n in ra.nodes] == [n.token_id for n in rb.nodes]
             assert max(abs(x.p - y.p) for x, y in zip(ra.nodes, rb.nodes)) < 1e-5
+
+
+def test_each_record_times_its_own_share_of_the_round(exact):
+    """A record's draft and verify seconds are its share of the round (its nodes of the drafting, its rows of the
+    pass), the round's totals beside: the shares of one round add up to its totals, a bigger tree gets the bigger
+    share, and a generation without a tree gets no drafting time."""
+    target, heads = exact
+    h = heads["oracle"]
+    cfgs = [dict(draft="static", tree="cpu-12"), dict(draft="chain", depth=2), dict(draft="vanilla")]
+    decs = [EagleDecoder(target, None if c["draft"] == "vanilla" else h, DecodeConfig(max_new_tokens=20, **c),
+                         [1, 100 + i, 7, 300 + i]) for i, c in enumerate(cfgs)]
+    for d in decs:
+        d.step()
+    recs, info = step_together(decs)
+    assert all(r.round_verify_seconds == info.seconds and r.round_draft_seconds == info.draft_seconds for r in recs)
+    assert abs(sum(r.verify_seconds for r in recs) - info.seconds) < 1e-9
+    assert abs(sum(r.draft_seconds for r in recs) - info.draft_seconds) < 1e-9
+    big, small, none = recs
+    assert big.verify_seconds > small.verify_seconds > none.verify_seconds > 0
+    assert big.draft_seconds > small.draft_seconds > 0 and none.draft_seconds == 0
+    alone = decs[0]
+    rec = alone.step()
+    assert rec.round_verify_seconds == 0 and rec.verify_seconds > 0      # alone: its own times, no round

@@ -54,8 +54,12 @@ def shared_pass_card(r: dict) -> tuple[str, str]:
     mine = f"your tree: {tree} drafted token{'s' if tree != 1 else ''}" if tree else "your cycle drafted no tree"
     if r.get("tree_given"):
         mine = f"the class's load gave you {r['tree_given']}"
+    whole = ""
+    if r.get("round_verify_seconds"):
+        whole = (f"; your times are your share of the round's {1000 * r.get('round_draft_seconds', 0):.0f}"
+                 f"+{1000 * r['round_verify_seconds']:.0f} ms")
     return (f"{r['pass_sessions']} students",
-            f"in this cycle's one target pass ({r.get('pass_rows') or 0} tokens); {mine}")
+            f"in this cycle's one target pass ({r.get('pass_rows') or 0} tokens); {mine}{whole}")
 
 
 CSS = """

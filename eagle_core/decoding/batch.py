@@ -68,13 +68,27 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None,
             outs[i] = (p, out)
     verify_s = decoders[0]._clock() - t0
     info = RoundInfo(len(decoders), rows, verify_s, draft_s if live else 0.0, prefills=len(fresh))
+    # each record's times are its own share of the round (its rows of the pass, its nodes of the drafting), with
+    # the round's totals beside: a student's tokens/s, the Race and the benchmark count no one else's rows
+    tree_nodes = sum(len(trees[i]) - 1 for i in live)
+    shared = len(decoders) > 1
+
+    def share(i):
+        return outs[i][0].rows / max(1, rows)
     for i in fresh:
         part, (logits, feats) = outs[i]
         res = decoders[i].finish_prefill_part(part, logits, feats, t0)
+        if res is not None and shared:
+            res.verify_seconds, res.round_verify_seconds = verify_s * share(i), verify_s
+            res.round_draft_seconds = draft_s if live else 0.0
         records[i] = decoders[i].commit_record(res) if res is not None else None
     for i in live:
         dec = decoders[i]
-        res = dec.finish_cycle(trees[i], outs[i][1][0], outs[i][1][1], draft_s, verify_s)
+        mine_draft = draft_s * (len(trees[i]) - 1) / tree_nodes if tree_nodes else 0.0
+        res = dec.finish_cycle(trees[i], outs[i][1][0], outs[i][1][1], mine_draft if shared else draft_s,
+                               verify_s * share(i) if shared else verify_s)
+        if shared:
+            res.round_draft_seconds, res.round_verify_seconds = draft_s, verify_s
         res.pass_sessions, res.pass_rows = info.sessions, info.rows
         if shapes[i] is not None and shapes[i] != dec.spec:     # the class's load gave another tree: say so
             res.tree_given = f"{shapes[i].describe()} (you set {dec.spec.describe()})"

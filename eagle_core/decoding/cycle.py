@@ -33,6 +33,8 @@ class CycleResult:
     pass_sessions: int = 1      # generations whose trees shared this cycle's verification pass (batch.py)
     pass_rows: int = 0          # tokens in that pass (0: this tree alone)
     tree_given: str = ""        # the round's smaller tree, in words, when it was not the generation's own
+    round_draft_seconds: float = 0.0    # a shared round's whole drafting and pass (0: alone); draft_seconds and
+    round_verify_seconds: float = 0.0   # verify_seconds are then this generation's share of them (batch.py)
 
 
 class RecordBuilder:
@@ -74,6 +76,7 @@ class RecordBuilder:
             tau=res.total_new_tokens / res.target_forwards, finished=res.finished, bonus_from=acc.source,
             drafts_skipped=tree.skipped, temperature=self.temperature, pass_sessions=res.pass_sessions,
             pass_rows=res.pass_rows or len(tree), tree_given=res.tree_given,
+            round_draft_seconds=res.round_draft_seconds, round_verify_seconds=res.round_verify_seconds,
             new_token_bytes=[self.target.token_bytes(t).hex() for t in res.committed] if named else [])
 
     def nodes(self, res: CycleResult, named: bool) -> list[TreeNode]:

@@ -79,6 +79,9 @@ class CycleRecord:
     pass_rows: int = 0          # tokens in that pass, every generation's tree together
     tree_given: str = ""        # "" = the tree the student set; else what the class's load gave this cycle, in
                                 # words, beside what was set ("a chain of 2 (you set a tree of 12 nodes)")
+    round_draft_seconds: float = 0.0    # in a shared round (pass_sessions > 1): the whole round's drafting and
+    round_verify_seconds: float = 0.0   # pass; draft_seconds / verify_seconds are then this cycle's share of them,
+                                        # by its tree's nodes and its rows in the pass (0: it ran alone)
 
     def to_dict(self) -> dict:
         return asdict(self)
