@@ -284,3 +284,35 @@ def test_layers_that_share_an_input_share_one_call(tiny_gguf, real_tokenizer):
     odd = G.Blocks(torch.from_numpy(gguf.quants.quantize(rng.standard_normal((40, 64)).astype(np.float32),
                                                          gguf.GGMLQuantizationType.Q4_1)), G.Q4_1, 64, "odd")
     assert G.stacked_linear([odd, odd], torch.randn(2, 64), [None, None]) is None
+
+
+def test_a_q4_round_of_over_100_rows_is_each_generation_alone(oracle_q4):
+    """Four dynamic trees of 31 rows (124 in the round): the round's passes stay within the probed rows
+    (decoding/batch.probed_passes: 2 passes), so every generation's cycles equal its cycles alone bit for bit on
+    the q4 plan, whose kernel table turns to fp32 above the probed rows."""
+    from eagle_core.decoding.batch import step_together
+    from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
+    target, head = oracle_q4
+    assert target.row_independent
+
+    def new(i):
+        return EagleDecoder(target, head, DecodeConfig(draft="dynamic", depth=6, top_k=6, total_tokens=30,
+                                                       max_new_tokens=24), [1, 100 + i, 7, 300 + i, 11 * i + 5])
+
+    def signature(d):
+        return [(r.new_tokens, [n.token_id for n in r.nodes], [n.p for n in r.nodes]) for r in d.cycles]
+    alone = []
+    for i in range(4):
+        d = new(i)
+        while not d.done:
+            d.step()
+        alone.append(signature(d))
+    decs = [new(i) for i in range(4)]
+    biggest = None
+    while not all(d.done for d in decs):
+        live = [d for d in decs if not d.done]
+        _, info = step_together(live)
+        if biggest is None or info.rows > biggest.rows:
+            biggest = info
+    assert biggest.rows > 100 and biggest.passes >= 2, biggest
+    assert [signature(d) for d in decs] == alone

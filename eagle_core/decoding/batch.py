@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..model.attention import MAX_VERIFY_ROWS
 from .draft import DraftSpec
 from .draft_calls import run_together
 from .records import CycleRecord
@@ -33,6 +34,23 @@ class RoundInfo:
     seconds: float         # the pass's wall time
     draft_seconds: float = 0.0   # the round's drafting (every tree, in lockstep)
     prefills: int = 0      # of `sessions`, generations whose prompt this pass read (they drafted nothing)
+    passes: int = 1        # the target passes the round's rows took (probed_passes)
+
+
+def probed_passes(parts: list[tuple[int, object]], limit: int = MAX_VERIFY_ROWS) -> list[list]:
+    """The round's parts in passes of at most `limit` rows, in order (a part bigger than that alone): the kernel
+    plan probes row independence for calls up to MAX_VERIFY_ROWS rows (model/planned_linear.py), and a longer call
+    may take another kernel (the q4 plan's table turns to fp32 above it), so a row in a bigger pass could be computed
+    otherwise than alone. A pass of 81 rows already reads the weights once for many rows: splitting costs little."""
+    out, cur, n = [], [], 0
+    for item in parts:
+        r = item[1].rows
+        if cur and n + r > limit:
+            out.append(cur)
+            cur, n = [], 0
+        cur.append(item)
+        n += r
+    return out + ([cur] if cur else [])
 
 
 @torch.inference_mode()
@@ -59,15 +77,17 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None,
     for i in fresh + live:
         groups.setdefault(decoders[i].aux_layers, []).append(i)
     t0 = time.perf_counter()
-    outs, rows = {}, 0
+    outs, rows, passes = {}, 0, 0
     for aux, idx in groups.items():
         parts = [decoders[i].verify_part(trees[i]) if i in trees else decoders[i].prefill_part(prompt_rows[i])
                  for i in idx]
         rows += sum(p.rows for p in parts)
-        for i, p, out in zip(idx, parts, target.forward_packed(parts, aux)):
-            outs[i] = (p, out)
+        for chunk in probed_passes(list(zip(idx, parts))):
+            passes += 1
+            for (i, p), out in zip(chunk, target.forward_packed([p for _, p in chunk], aux)):
+                outs[i] = (p, out)
     verify_s = decoders[0]._clock() - t0
-    info = RoundInfo(len(decoders), rows, verify_s, draft_s if live else 0.0, prefills=len(fresh))
+    info = RoundInfo(len(decoders), rows, verify_s, draft_s if live else 0.0, prefills=len(fresh), passes=passes)
     # each record's times are its own share of the round (its rows of the pass, its nodes of the drafting), with
     # the round's totals beside: a student's tokens/s, the Race and the benchmark count no one else's rows
     tree_nodes = sum(len(trees[i]) - 1 for i in live)
