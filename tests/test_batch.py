@@ -217,3 +217,27 @@ def test_each_record_times_its_own_share_of_the_round(exact):
     alone = decs[0]
     rec = alone.step()
     assert rec.round_verify_seconds == 0 and rec.verify_seconds > 0      # alone: its own times, no round
+
+
+def test_a_seeded_generation_samples_the_same_text_alone_and_in_a_class(real_tokenizer):
+    """At T > 0 on a broad model (a random target and head: no near-one-hot distributions, so every draft and
+    acceptance is a real draw), each seeded generation samples in a class of four exactly the text it samples
+    alone: every student drafts the tree they set (serving/rounds.py) and draws from their own generator."""
+    target = load_target(model=tiny_llama(seed=22), tokenizer=real_tokenizer, device="cpu", kernels="exact")
+    assert target.row_independent
+    heads = {"h": random_head(target, seed=3), None: None}
+    sessions = [("h", dict(draft="chain", depth=3, temperature=1.0, seed=11), [1, 2, 3]),
+                ("h", dict(draft="static", tree="cpu-12", temperature=0.8, seed=12), [1, 2, 4]),
+                ("h", dict(draft="dynamic", depth=3, top_k=3, total_tokens=8, temperature=1.2, seed=13), [1, 2, 5]),
+                (None, dict(draft="vanilla", temperature=1.0, seed=14), [1, 2, 6])]
+    alone = _alone(target, heads, sessions, 24)
+    decs = _decoders(target, heads, sessions, 24)
+    _together(decs)
+    p_max = max(n.p for d in alone for r in d.cycles[1:] for n in r.nodes[1:])
+    assert p_max < 0.5, "a near-one-hot model would hide a changed draw"
+    assert sum(r.bonus_kind == "correction" for d in alone for r in d.cycles) > 5, "the draws were tested"
+    for a, b in zip(alone, decs):
+        assert b.new_ids == a.new_ids
+    # the same seeds with other seeds' neighbours: a changed draw changes the text (the test can tell)
+    other = _alone(target, heads, [(h, dict(c, seed=c["seed"] + 100), ids) for h, c, ids in sessions], 24)
+    assert [d.new_ids for d in other] != [d.new_ids for d in alone]
