@@ -28,15 +28,24 @@ def test_the_report_gives_the_shipped_heads_tau():
     assert reported_tau("eagle3") != tau and reported_tau("eagle1", "/no/such/file.json") == {}
 
 
+def documented_rate(b: LoadBudget, n: int, rows: int) -> float:
+    """The module's formula, written out here from its docstring: B * tau(r) / (pass(B * r) + draft(B, r)), tau
+    of no tree 1 (independent of LoadBudget.rate, so a wrong rate or a wrong argmax fails the test below)."""
+    tau = 1.0 if rows == 1 else interpolate(reported_tau("eagle1"), rows)
+    return n * tau / (interpolate(PASS, n * rows) + b.draft_cost_ms(n, rows))
+
+
 @pytest.mark.parametrize("draft_ms", [0.0, 5.0, 20.0])
 def test_eagle_never_loses_to_plain_decoding_at_any_class_size(draft_ms):
     b = LoadBudget(PASS, {"eagle1": reported_tau("eagle1")}, {3: draft_ms, 6: 1.5 * draft_ms, 26: 4 * draft_ms})
     assert b.rows_for(1, OWN) == 26                                   # one student: today's tree
     sizes = [b.rows_for(n, OWN) for n in range(2, 65)]
     for n, rows in zip(range(2, 65), sizes):
-        assert b.rate(n, rows, "eagle1") >= b.rate(n, 1, "eagle1")
+        best = max((1, 3, 6, 26), key=lambda r: documented_rate(b, n, r))
+        assert rows == best, (n, rows, best)                          # the formula's best tree, by its own terms
+        assert b.rate(n, rows, "eagle1") == pytest.approx(documented_rate(b, n, rows))
     assert sizes == sorted(sizes, reverse=True)                       # the tree shrinks as the class grows
-    assert sizes[-1] < 26
+    assert sizes[-1] == 1 and (draft_ms == 20.0 or sizes[0] == 3)     # 64 students: no tree; 2: a chain
 
 
 def test_a_class_drafts_less_when_drafting_is_dear():
@@ -58,9 +67,18 @@ def test_shapes_of_a_size_are_inside_the_generation_s_own():
 
 
 def test_pass_costs_are_measured_on_the_target(real_tokenizer):
+    """The costs are the target's own passes: a pass made 30 ms slower at 8 rows (injected) measures so."""
+    import time
     target = load_target(model=tiny_llama(seed=2), tokenizer=real_tokenizer, device="cpu")
+    real = target.forward
+
+    def slow_at_8(ids, *a, **k):
+        if ids.shape[1] == 8:
+            time.sleep(0.030)
+        return real(ids, *a, **k)
+    target.forward = slow_at_8
     ms = measure_pass_ms(target, rows=(1, 8, 64), prefix=16, reps=2)
-    assert set(ms) == {1, 8, 64} and all(v > 0 for v in ms.values())
+    assert set(ms) == {1, 8, 64} and ms[8] >= 30 and ms[1] < 30 and ms[64] < ms[8]
 
 
 def test_packed_drafting_is_learned_per_class_size():
