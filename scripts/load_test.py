@@ -48,6 +48,12 @@ PROMPTS = [
     "Give me a simple recipe for pancakes.",
     "Why is the sky blue?",
 ]
+# a prompt near the page's 4,000-character limit (~730 tokens): --long-prompt-students N give it to N students
+LONG_PROMPT = ("Summarise the following notes for a student, then list three questions they raise. " + " ".join(
+    f"Note {i}: the lighthouse keeper logged the storm at hour {i}, the wind from the north-west, the waves "
+    f"breaking over the rocks, the lamp turning twice a minute, and the supply boat {i % 3 + 1} days late."
+    for i in range(1, 24)))[:3990]
+SMALLER_TREE = "class's load gave"     # views/tree.py and views/stats.py say it when a round shrank a tree
 WAITING = "Waiting for the shared model"
 QUEUE_RE = re.compile(r"Waiting for the shared model: (\d+) requests? ahead of you, (\d+) s")
 ACTIONS = ["open", "step", "step 1 (with the prefill)", "steps 2-5", "run", "run: first output", "run: first text",
@@ -149,6 +155,40 @@ def compare(got: list, got_finished, ref: dict) -> int | None:
     return first
 
 
+# ----------------------------------------------------------------------------- the host
+def host_pass_ms(prefix: int = 256, reps: int = 20) -> float:
+    """This host's pass, the unit the load test's targets are stated in (hosts here differ ~4x): transformers'
+    own forward of the embedded target (fp32, plain nn.Linear layers: no kernel plan, no packing, no lean
+    forward), one token over a 256-token cache; the best of `reps`."""
+    import torch
+    from transformers import DynamicCache
+    from eagle_core.model.target import load_target
+    target = load_target(None, device="cpu", dtype=torch.float32, pack=False, kernels="fp32")
+    model = target.model
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(100, 20000, (1, prefix + 1), generator=g)
+    best = float("inf")
+    with torch.inference_mode():
+        cache = DynamicCache()
+        model(input_ids=ids[:, :prefix], past_key_values=cache, use_cache=True)
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            model(input_ids=ids[:, prefix:], past_key_values=cache, use_cache=True)
+            best = min(best, time.perf_counter() - t0)
+            cache.crop(-1)                           # back to the 256-token prefix
+    del target, model
+    return best * 1e3
+
+
+def in_passes(actions: dict, host_ms: float | None) -> dict:
+    """The issue's targets in host passes: Step p50, steps 2-5 p95, 64-token Run p50."""
+    if not host_ms:
+        return {}
+    pick = {"step p50": ("step", "p50"), "steps 2-5 p95": ("steps 2-5", "p95"), "run p50": ("run", "p50")}
+    return {k: round(1000 * actions[a][q] / host_ms, 1) for k, (a, q) in pick.items()
+            if actions.get(a, {}).get(q) == actions.get(a, {}).get(q) and actions.get(a, {}).get(q) is not None}
+
+
 # ----------------------------------------------------------------------------- one student
 def percentile(xs: list[float], q: float) -> float:
     s = sorted(xs)
@@ -170,6 +210,7 @@ class Student:
         self.tokens: dict | None = None
         self.mismatch: int | None = None
         self.done = False
+        self.steps_with_smaller_tree = 0
 
     def error(self, action: str, msg: str):
         self.errors.append({"student": self.i, "action": action, "message": str(msg)[:400]})
@@ -232,6 +273,8 @@ class Student:
                 self.note_statuses(statuses)
                 if not self.check_statuses(f"step {k + 1}", statuses):
                     continue
+                if SMALLER_TREE in json.dumps(final, default=str):
+                    self.steps_with_smaller_tree += 1
                 status = str(final[8])
                 if "finished" in status:         # the answer ended (eos) within the Steps: allowed, kept
                     finished_early = True
@@ -369,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompts", nargs="+", default=None, help="student i uses prompt i %% len (default: 6 built in)")
     ap.add_argument("--reference", choices=["cli", "engine", "none"], default="cli")
     ap.add_argument("--target", default="embedded", help="the references' target: embedded | tiny (engine) | PATH")
+    ap.add_argument("--long-prompt-students", type=int, default=0,
+                    help="this many students (the first) use a prompt of ~3,990 characters (~730 tokens)")
+    ap.add_argument("--host-pass", action="store_true",
+                    help="measure this host's pass first (stock transformers, fp32, the embedded target: one token "
+                         "over a 256-token cache) and give the times in those passes too")
     ap.add_argument("--json", default=None, help="write the report here")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds for any one action")
     ap.add_argument("--stats-every", type=float, default=2.0)
@@ -397,8 +445,14 @@ def main(argv=None) -> int:
     before = poller.sample()
     poller.start()
 
-    students = [Student(i, args, prompts[i % len(prompts)], prompts[(i + 1) % len(prompts)])
-                for i in range(args.students)]
+    host_ms = host_pass_ms() if args.host_pass else None
+    if host_ms:
+        print(f"this host's pass (stock transformers, fp32, one token over a 256-token cache): {host_ms:.1f} ms",
+              flush=True)
+    if args.long_prompt_students:
+        refs.update(references(args.reference, [LONG_PROMPT], args.max_new_tokens, args.target, args.timeout))
+    students = [Student(i, args, LONG_PROMPT if i < args.long_prompt_students else prompts[i % len(prompts)],
+                        prompts[(i + 1) % len(prompts)]) for i in range(args.students)]
     barrier = threading.Barrier(args.students)
     threads = [threading.Thread(target=s.run, args=(barrier, refs.get(s.prompt)), name=f"student-{s.i}",
                                 daemon=True) for s in students]
@@ -472,13 +526,21 @@ def main(argv=None) -> int:
                   students_completed=sum(s.done for s in students), actions=actions, errors=errors,
                   n_errors=len(errors), cross_talk=cross, n_cross_talk=len(cross),
                   prompts_where_students_disagree=disagree, queue=queue, memory=mem, server=server, cpu=cpu,
-                  stats=poller.samples)
+                  stats=poller.samples, long_prompt_students=args.long_prompt_students,
+                  steps_with_smaller_tree=sum(s.steps_with_smaller_tree for s in students),
+                  host_pass_ms=host_ms, in_host_passes=in_passes(actions, host_ms))
 
     print()
     print(f"{args.students} students, {args.max_new_tokens} tokens, {url}: {wall:.0f} s wall, "
           f"{report['students_completed']}/{args.students} completed every action")
     print(table(actions))
     print()
+    if host_ms:
+        print(f"in this host's passes ({host_ms:.1f} ms): " + ", ".join(
+            f"{k} {v:.0f}" for k, v in report["in_host_passes"].items()))
+    print(f"steps given a smaller tree than their student set: {report['steps_with_smaller_tree']}"
+          + (f"; {args.long_prompt_students} students on a {len(LONG_PROMPT):,}-character prompt"
+             if args.long_prompt_students else ""))
     print(f"errors: {len(errors)}")
     for e in errors[:20]:
         print(f"  student {e['student']} {e['action']}: {e['message']}")
