@@ -177,7 +177,9 @@ def skip_without_bf16():
     there the plan keeps fp32 and that model does not exist (its fp32 tests still run)."""
     from eagle_core.model.cpu_kernels import bf16_kernels_available
     if not bf16_kernels_available():
-        pytest.skip("this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT)")
+        pytest.skip("this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT); what runs here "
+                    "instead, fp32, is tested by test_cpu_kernels.py::"
+                    "test_bf16_asked_where_there_is_none_keeps_fp32_and_says_why and every fp32 test")
 
 
 @pytest.fixture(scope="session")

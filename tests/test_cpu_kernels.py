@@ -105,8 +105,29 @@ def test_auto_plan_times_whole_passes():
     assert "plain below 4 rows, oneDNN-packed from 4" in K.describe(plan)
 
 
-NEEDS_BF16 = pytest.mark.skipif(not K.bf16_kernels_available(),
-                                reason="this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT)")
+NO_BF16 = ("this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT); what runs here instead, "
+           "fp32, is tested by test_cpu_kernels.py::test_bf16_asked_where_there_is_none_keeps_fp32_and_says_why")
+NEEDS_BF16 = pytest.mark.skipif(not K.bf16_kernels_available(), reason=NO_BF16)
+
+
+@pytest.mark.skipif(K.bf16_kernels_available(), reason="this CPU has a bf16 kernel: the bf16 tests run instead")
+def test_bf16_asked_where_there_is_none_keeps_fp32_and_says_why():
+    """The portable path of every bf16 test (an AVX2-only CPU, e.g. AMD Zen 2/3): kernels="bf16" is refused with
+    the reason, no layer runs bf16, the plan is the exact fp32 one, and a report says so (it used to say "bf16
+    linear kernels everywhere (forced)" over fp32 tables)."""
+    model = tiny_llama(seed=6)
+    plan = K.plan_kernels(model, mode="bf16")
+    assert plan["precision"] == "fp32" and "no bf16 kernel" in plan["bf16_refused"]
+    layer = model.model.layers[0].self_attn.q_proj
+    assert K.BF16 not in layer.table and layer.bf16_weight is None
+    text = K.describe(plan)
+    assert text.startswith("oneDNN-packed fp32") and "bf16 was forced but not taken" in text, text
+    x = torch.randn(3, model.config.hidden_size)
+    with torch.no_grad():                      # fp32 arithmetic, not bf16's 8-bit significands
+        fp32 = torch.nn.functional.linear(x, layer.weight)
+        bf16 = torch.nn.functional.linear(x.bfloat16(), layer.weight.bfloat16()).float()
+        assert torch.allclose(layer(x), fp32, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(layer(x), bf16, rtol=1e-5, atol=1e-6)
 
 
 @NEEDS_BF16
@@ -155,7 +176,8 @@ def test_fp32_mode_never_takes_bf16():
 
 
 @pytest.mark.skipif(not _has_native_bf16(), reason="the row-independence claim is made for CPUs with AMX or "
-                                                   "AVX512-BF16 (where the plan can choose bf16)")
+                                                   "AVX512-BF16 (where the plan can choose bf16); here the plan keeps fp32 "
+                                                   "(test_bf16_asked_where_there_is_none_keeps_fp32_and_says_why)")
 def test_bf16_kernel_is_row_independent_where_the_plan_takes_it():
     """A row's output bits do not depend on the other rows of the call: a tree pass and a one-token step give the
     same linear outputs, so plain decoding and verification compute one function (docs: what is exact). oneDNN

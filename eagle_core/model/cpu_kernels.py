@@ -336,6 +336,9 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
     groups = _groups(model, want_bf16, {id(m) for m in fp32_only}, batch_hint)
     probed: dict = {}   # row-probe results of this plan's products (each probed once)
     bf16_ok = _bf16_possible(groups)
+    if mode == "bf16" and not bf16_ok:       # asked for, not there: the plan keeps fp32 and says why
+        plan["bf16_refused"] = ("this CPU has no bf16 kernel (oneDNN needs AMX, AVX512-BF16 or AVX-NE-CONVERT)"
+                                if groups and not bf16_kernels_available() else "no layer can run bf16 here")
     if bf16_ok and want_bf16:   # the bf16 model is exact only where its kernels are row-independent (docstring)
         for g in groups:
             g.fill([_start_kernel(g, "bf16", True)] * MAX_TABLE)
