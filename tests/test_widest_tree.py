@@ -19,28 +19,32 @@ WIDEST = dict(draft="dynamic", depth=int(LIMITS["depth"].hi), top_k=int(LIMITS["
 
 def widest_tree_vs_steps(target, head, prompt_ids: list[int]) -> tuple[int, list[int]]:
     """(rows of the widest tree's verification pass, the nodes whose tree-pass logits differ from one-token steps
-    along their paths in any bit). The tree is drafted by the engine itself after its prefill."""
+    along their paths in any bit). The tree is drafted by the engine itself after its prefill. The steps walk the
+    tree depth first over one cache (cut back to a node's parent before its step: the cache then holds exactly
+    the prompt and the node's ancestors, as a walk from the root along its path would), one step per node."""
+    from eagle_core.decoding.engine import cache_lengths, truncate_cache
     dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=64, **WIDEST), prompt_ids)
     with torch.inference_mode():
         dec.step()                                   # the prefill: the root is committed, the head has its feature
         n = len(dec.tokens) - 1
         tree = dec._draft()
         logits, _ = dec._verify(tree)
-        differ = []
-        leaves = [i for i in range(len(tree)) if not any(nd.parent == i for nd in tree.nodes)]
-        for leaf in leaves:                          # one-token steps along each root-to-leaf path
-            path, j = [], leaf
-            while j >= 0:
-                path.append(j)
-                j = tree.nodes[j].parent if j > 0 else -1
-            path.reverse()
-            cache = new_kv_cache(n + len(path) + 1, kv_cache_dtype(target))
-            target.forward(torch.tensor([prompt_ids]), past_key_values=cache, logits="last")
-            for d, node in enumerate(path):
-                step, _ = target.forward(torch.tensor([[tree.nodes[node].token]]),
-                                         position_ids=torch.tensor([[n + d]]), past_key_values=cache)
-                if not torch.equal(step[0, -1], logits[0, node]) and node not in differ:
-                    differ.append(node)
+        children: dict[int, list[int]] = {}
+        for i, nd in enumerate(tree.nodes):
+            if i:
+                children.setdefault(nd.parent, []).append(i)
+        cache = new_kv_cache(n + MAX_VERIFY_ROWS + 1, kv_cache_dtype(target))
+        target.forward(torch.tensor([prompt_ids]), past_key_values=cache, logits="last")
+        differ, stack = [], [(0, 0, cache_lengths(cache))]        # (node, depth, the cache before its step)
+        while stack:
+            node, d, before = stack.pop()
+            truncate_cache(cache, before)
+            step, _ = target.forward(torch.tensor([[tree.nodes[node].token]]), position_ids=torch.tensor([[n + d]]),
+                                     past_key_values=cache)
+            if not torch.equal(step[0, -1], logits[0, node]):
+                differ.append(node)
+            after = cache_lengths(cache)
+            stack.extend((c, d + 1, after) for c in reversed(children.get(node, [])))
     return len(tree), sorted(differ)
 
 
