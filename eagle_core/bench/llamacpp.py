@@ -164,7 +164,8 @@ def compare_cycles(target, head, prompt_ids: list[int], target_gguf: str, head_g
             "tokens_same_until": same_until, "tokens": len(our_ids),
             "ours": {"cycles": len(ours), "drafted": sum(len(c) for c, _ in ours.values()),
                      "accepted": sum(a for _, a in ours.values())},
-            "llamacpp": {"cycles": len(their), "drafted": theirs.drafted, "accepted": theirs.accepted}}
+            "llamacpp": {"cycles": len(their), "drafted": theirs.drafted, "accepted": theirs.accepted,
+                         "text": theirs.text, "prompt_tokens": theirs.prompt_tokens}}
 
 
 # A head llama.cpp reads as we read it drafts our tokens where both engines draft from the same text (all but the
