@@ -4,6 +4,8 @@
 #
 #   scripts/setup_llamacpp.sh        -> .llamacpp/ (ignored): bin/ (llama-completion, llama-speculative-simple,
 #                                       llama-bench) and src/ (convert_hf_to_gguf.py and its gguf-py, same version)
+#   scripts/setup_llamacpp.sh --build-only   the cached build alone (no .venv needed: CI starts it before setup.sh
+#                                       and runs the script again, without the flag, once .venv is there)
 #
 # The build (cmake + ninja, -DGGML_NATIVE=ON, the libraries and three tools: ~20 minutes on two cores) is cached in
 # ~/.cache/eagle-lens/llamacpp/<version>-<cpu>/, keyed by the CPU's model and flags: a native build is only
@@ -22,10 +24,13 @@ CACHE=${EAGLE_LENS_LLAMACPP_CACHE:-$HOME/.cache/eagle-lens/llamacpp}
 DEST=$CACHE/$VERSION-$cpu_key
 link() { ln -sfn "$DEST" .llamacpp; echo "llama.cpp $VERSION: $(readlink .llamacpp)"; }
 
+BUILD_ONLY=0; [ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 # the converter (src/convert_hf_to_gguf.py, run by eagle_core/export/llamacpp.py in our environment) imports
 # sentencepiece before it looks for a SentencePiece model, even for a BPE tokenizer
-"$PY" -c "import sentencepiece" 2>/dev/null || "$PY" -m pip install --quiet "sentencepiece==0.2.1" \
-  || "$PY" -m pip install --quiet sentencepiece
+if [ $BUILD_ONLY = 0 ]; then
+  "$PY" -c "import sentencepiece" 2>/dev/null || "$PY" -m pip install --quiet "sentencepiece==0.2.1" \
+    || "$PY" -m pip install --quiet sentencepiece
+fi
 
 if [ -f "$DEST/ok" ] && for t in "${TOOLS[@]}"; do [ -x "$DEST/bin/$t" ] || exit 1; done; then
   link; exit 0
@@ -33,7 +38,8 @@ fi
 
 for tool in cmake ninja c++; do
   if ! command -v $tool >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build g++ >/dev/null) \
+    (apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive \
+       apt-get -o DPkg::Lock::Timeout=300 install -y -qq cmake ninja-build g++ >/dev/null) \
       || { echo "setup_llamacpp: $tool is missing and could not be installed" >&2; exit 1; }
     break
   fi

@@ -21,7 +21,7 @@ else
   # libiomp5.so in .venv-vllm/lib; eagle_core/bench/vllm.py preloads both when it starts vLLM)
   if ! ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-      apt-get install -y -q --no-install-recommends libtcmalloc-minimal4 >/dev/null || echo "note: libtcmalloc-minimal4 not installed (apt-get failed); vLLM runs without it"
+      apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends libtcmalloc-minimal4 >/dev/null || echo "note: libtcmalloc-minimal4 not installed (apt-get failed); vLLM runs without it"
     else
       echo "note: install libtcmalloc-minimal4 (Debian/Ubuntu) for vLLM's recommended allocator; it runs without it"
     fi

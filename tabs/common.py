@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import traceback
 
 import gradio as gr
@@ -181,7 +182,13 @@ def typed_note(name: str):
         _, text = clamp_note(name, x, value)
         if text:
             return f"⚠️ {text}"
-        return "" if str(current or "").startswith(f"⚠️ {label} ") else gr.update()
+        said = str(current or "")
+        if not said.startswith(f"⚠️ {label} "):
+            return gr.update()
+        # the browser clamps the box to the value the note names when it loses focus (a click on Step), and that
+        # arrives as one more input: the note stays, since it still says what happened to the typed value
+        m = re.search(r"using (-?\d+(?:\.\d+)?)", said)
+        return gr.update() if m and float(m.group(1)) == x else ""
     return note
 
 

@@ -471,8 +471,10 @@ class LensTab:
     def wire(self, demo, model_kw: dict):
         state, settings = self.state, self.settings
         norm_out = [c for c in settings if c not in (self.shifted, self.shape, self.tree_kind)] + [self.input_note]
+        # no progress timer on the settings and the note: an output the handler leaves unchanged is skipped
+        # (gradio_skip), and its "0.0s" timer then stood over the note beside the buttons
         norm = dict(fn=self.on_normalise, inputs=settings + [self.input_note], outputs=norm_out, queue=False,
-                    api_visibility="private")
+                    api_visibility="private", show_progress="hidden")
         for btn, fn, name in ((self.step_btn, self.on_step, "step"), (self.run_btn, self.on_run, "run")):
             self.race_view.follow(btn.click(**norm).then(fn, [state] + settings, self.outs, api_name=name,
                                                          **model_kw))

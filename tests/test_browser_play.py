@@ -82,7 +82,9 @@ def test_play_animates_and_fits_a_projector(server):  # noqa: F811
         assert box["caption"]["top"] >= 0 and box["caption"]["height"] <= 2.6 * 21 * 1.6, box
         assert box["tree"]["top"] >= 0 and box["tree"]["bottom"] <= box["H"] + 1, box
         caption_has(page, "Accept")
-        page.wait_for_function("() => (window.__elBeats || {}).animated >= 4", timeout=30000)
+        # the last beat animated and its labels drawn (a fixed 2.5 s raced them on a slow host)
+        page.wait_for_function("() => (window.__elBeats || {}).animated >= 4 && [...document.querySelectorAll("
+                               "'#el-tree .textpoint text')].some((t) => /^[✓✗]/.test(t.textContent))", timeout=30000)
         stats = page.evaluate("() => window.__elBeats")
         assert stats["started"] >= 4 and stats["animated"] >= 4, stats      # Plotly.animate ran, beat after beat
         texts = page.evaluate("() => [...document.querySelectorAll('#el-tree .textpoint text')].map((t) => t.textContent)")
