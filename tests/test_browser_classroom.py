@@ -103,7 +103,11 @@ def test_stop_and_a_second_student_in_the_browser(server):
               f"{stop_latency:.2f} s; target passes shown at the click {before}, final {after} (pace {pace:.1f}/s); "
               f"browser long tasks {busy:.1f} s of {run_s:.1f} s ({100 * busy / run_s:.0f}%)")
         assert after < 400
-        assert stop_latency < 5, f"Stop took {stop_latency:.1f} s to show (the Run stops after the cycle in progress)"
+        # Stop shows after the cycle in progress and a round trip: within 5 s, or 20 of this host's passes at the
+        # Run's own pace where the host is that slow (a bound in the host's passes holds on a host 4x slower)
+        stop_allowed = max(5.0, 20 / max(pace, 1e-3))
+        assert stop_latency < stop_allowed, \
+            f"Stop took {stop_latency:.1f} s to show, more than {stop_allowed:.1f} s (pace {pace:.1f} passes/s)"
         # The page shows passes up to STREAM_TEXT_S (0.35 s) late and the Stop takes stop_latency to reach the
         # server and come back: the passes of that window (at the Run's pace) and the cycle in progress, no more.
         # Counted in cycles, not seconds, the bound would depend on the machine (13 extra passes in 0.39 s of
