@@ -32,12 +32,12 @@ def main(argv=None):
     ap.add_argument("--head", default=os.environ.get("EAGLE_LENS_HEAD", "shifted"),
                     help="shifted (shipped head) | random | PATH; the unshifted ablation head is the shipped one")
     ap.add_argument("--load-sized-trees", action="store_true",
-                    default=os.environ.get("EAGLE_LENS_LOAD_SIZED_TREES", "") not in ("", "0"),
-                    help="start with the class's trees sized by the load (off: every student drafts the tree they "
-                         "set; the teacher's link switches it either way)")
+                    help="start with the class's trees sized by the load (also EAGLE_LENS_LOAD_SIZED_TREES=1; off: "
+                         "every student drafts the tree they set; the teacher's link switches it either way)")
     args = ap.parse_args(argv)
-    from eagle_core.serving.rounds import LOOP
-    LOOP.load_sized = args.load_sized_trees
+    if args.load_sized_trees:       # (the environment variable is read once, where the loop is made)
+        from eagle_core.serving.rounds import LOOP
+        LOOP.load_sized = True
     if os.environ.get("SPACE_ID"):
         args.host = "0.0.0.0"
     start_loading(args.target, args.head)
