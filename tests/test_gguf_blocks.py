@@ -2,6 +2,8 @@
 the file's Q4_1 / Q8_0 blocks bit for bit, it is row-independent, and the "q4" plan runs it with greedy identity."""
 from __future__ import annotations
 
+import os
+
 import gguf
 import numpy as np
 import pytest
@@ -226,6 +228,22 @@ def test_auto_plan_times_q4_where_asked(tiny_gguf, real_tokenizer, monkeypatch):
         assert (plan["precision"] == "q4") == K.choose_q4(chosen, plan["q4_ms"])
 
 
+def test_a_build_killed_mid_way_does_not_hold_the_next_one():
+    """A builder killed mid-build leaves torch's lock file behind (a plain file, never removed); the next process
+    must not wait for it forever (it did: a CI run hung in collection until its time ran out). The build comes back
+    and the leftover is gone."""
+    import subprocess
+    import sys
+    G.kernel()
+    leftover = os.path.join(G.build_directory(), "lock")
+    open(leftover, "w").close()
+    code = "from eagle_core.model import gguf_blocks as G; print(G.build().vector_path())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == G.kernel().vector_path() and not os.path.exists(leftover)
+
+
 @pytest.mark.slow
 def test_scalar_fallback_equals_the_vector_kernel():
     """Each build the CPU can run gives the native build's weights and products bit for bit (the same fma per
@@ -235,13 +253,10 @@ def test_scalar_fallback_equals_the_vector_kernel():
     native = G.kernel().vector_path()
     if native == "scalar":
         pytest.skip("the native build is the scalar one on this CPU (no AVX-512, no AVX2 + FMA + F16C)")
-    from torch.utils import cpp_extension
     variants = {"scalar": ["-mno-avx512f", "-mno-avx2"]}
     if native == "avx512":
         variants["avx2"] = ["-mno-avx512f"]
-    builds = {name: cpp_extension.load(name=G._build_name() + "_" + name, sources=[G._SOURCE],
-                                       extra_cflags=G._CFLAGS + flags, extra_ldflags=["-fopenmp"])
-              for name, flags in variants.items()}
+    builds = {name: G.build(name, flags) for name, flags in variants.items()}
     assert {name: mod.vector_path() for name, mod in builds.items()} == {name: name for name in builds}
     rng = np.random.default_rng(0)
     for kind, (n, k) in [(G.Q4_1, (96, 160)), (G.Q4_1, (109, 96)), (G.Q8_0, (70, 128))]:

@@ -21,8 +21,8 @@ So the "q4" numerical model is the fp32 model of the dequantized checkpoint, com
 order. Each output is the same sequence of operations whatever other rows share the call and whatever the thread
 count (threads split output features, not sums): row-independent by construction, and probed like the others.
 
-The kernel is C++ built at first use with torch.utils.cpp_extension (a C++ compiler and ninja are needed; ~30 s
-of CPU, cached under torch's extensions folder). Where it cannot be built, `kernel()` says why and the plan keeps
+The kernel is C++ built with torch.utils.cpp_extension (a C++ compiler and ninja are needed; ~30 s of CPU) by
+setup.sh (`python -m eagle_core.model.gguf_blocks`), else at first use, and cached in ~/.cache/eagle-lens/kernels. Where it cannot be built, `kernel()` says why and the plan keeps
 the fp32 kernels. It is built with -march=native and has three paths, chosen at compile time, that give the same
 bits (the same fma per column, in column order; tests/test_gguf_blocks.py builds the others and compares):
 `kernel().vector_path()` says which one runs
@@ -55,9 +55,9 @@ _lock = threading.Lock()
 _built: dict = {}
 
 
-def _build_name() -> str:
+def _build_name(extra_cflags=()) -> str:
     """The extension's name: its source and flags, and this CPU's instruction sets (it is built with -march=native)."""
-    h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS).encode())
+    h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS + list(extra_cflags)).encode())
     try:
         with open("/proc/cpuinfo") as f:
             h.update(next((ln for ln in f if ln.startswith("flags")), "").encode())
@@ -67,15 +67,42 @@ def _build_name() -> str:
     return "eagle_gguf_blocks_" + h.hexdigest()[:12]
 
 
+def build_directory(name: str | None = None) -> str:
+    """Where a build (the native one by default) lives: $EAGLE_LENS_KERNEL_CACHE, else ~/.cache/eagle-lens/kernels
+    (XDG_CACHE_HOME honoured)."""
+    name = name or _build_name()
+    root = os.environ.get("EAGLE_LENS_KERNEL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "eagle-lens", "kernels")
+    path = os.path.join(root, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def build(variant: str = "", extra_cflags=()):
+    """Compile this source (or load its cached build): the native build, or a `variant` with `extra_cflags` (the
+    tests' and the benchmark's scalar and AVX2 builds). One builder at a time per build folder, held by an flock
+    that the system releases when its holder dies: torch's own lock is a plain file, and a builder killed mid-build
+    (a test run stopped, a CI timeout) left it behind, so every later process waited for it forever. Under our lock
+    a torch lock file can only be such a leftover, and is removed."""
+    import fcntl
+    from torch.utils import cpp_extension
+    name = _build_name(extra_cflags) + (f"_{variant}" if variant else "")
+    folder = build_directory(name)
+    with open(os.path.join(folder, "build.flock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        leftover = os.path.join(folder, "lock")
+        if os.path.exists(leftover):
+            os.remove(leftover)
+        return cpp_extension.load(name=name, sources=[_SOURCE], extra_cflags=_CFLAGS + list(extra_cflags),
+                                  extra_ldflags=["-fopenmp"], build_directory=folder, verbose=False)
+
+
 def kernel():
     """The built extension (block_linear, block_weights), or None where it cannot be built (`why_unavailable`)."""
     with _lock:
         if "mod" not in _built:
             try:
-                from torch.utils import cpp_extension
-                _built["mod"] = cpp_extension.load(
-                    name=_build_name(), sources=[_SOURCE], verbose=False, extra_cflags=_CFLAGS,
-                    extra_ldflags=["-fopenmp"])
+                _built["mod"] = build()
             except Exception as exc:   # no compiler, no ninja, a build error: the plan keeps fp32
                 _built["mod"], _built["why"] = None, f"the GGUF block kernel could not be built ({str(exc)[:200]})"
         return _built["mod"]
@@ -244,3 +271,9 @@ def _matching_blocks(t, mod, config) -> Blocks | None:
         if torch.equal(blocks.weights(), w):
             return blocks
     return None
+
+
+if __name__ == "__main__":   # setup.sh: build the kernel now, not in the first process that needs it
+    mod = kernel()
+    print(f"GGUF block kernel: {mod.vector_path()} path, built in {build_directory()}" if mod is not None
+          else f"GGUF block kernel: none ({why_unavailable()}); the CPU plan keeps the fp32 kernels")
