@@ -94,3 +94,19 @@ def test_a_law_too_flat_to_test_says_so():
     flat = torch.full((5000,), 1 / 5000)
     rec = dataclasses.asdict(same_law(flat, flat, 2, 200, seed=0, text=str))
     assert rec["dof"] == 0 and "too flat to test" in law_sentence(rec) and "too flat" in law_title(rec)
+
+
+def test_the_p_value_is_read_on_the_scale_of_two_plain_samples():
+    """Beside the test, the same test of a second plain sample against the first (one law by construction): over
+    seeds its p-values spread evenly over 0..1, as the panel's sentence says chance alone makes them (a control of
+    a sample against itself would sit at 1, one against q near 0); the sentence names it and reads the p-value."""
+    import dataclasses
+
+    from views.law import law_sentence
+    p, q = _laws()
+    controls = [same_law(p, q, 3, 300, seed=s, text=str).control_p_value for s in range(60)]
+    assert 0.35 < sum(controls) / len(controls) < 0.65
+    assert 2 <= sum(c < 0.25 for c in controls) <= 28 and 2 <= sum(c > 0.75 for c in controls) <= 28
+    rec = dataclasses.asdict(same_law(p, q, 3, 1000, seed=1, text=str, temperature=0.8))
+    s = law_sentence(rec)
+    assert f"gave p-value {rec['control_p_value']:.3g}" in s and "by chance alone" in s

@@ -96,3 +96,42 @@ def test_a_change_made_through_plotlys_api_is_what_is_sent():
     fig.update_layout(title_text="after")                         # builds the plotly Figure, used from now on
     assert fig.layout.title.text == "after"
     assert json.loads(fig.to_json())["layout"]["title"]["text"] == "after"
+
+
+def test_the_exactness_line_adds_up_with_each_nodes_own_numbers():
+    """Every tested node of a sampled trace gets one line "kept min(q, p) + corrected max(0, p − q) = p" with its own
+    test numbers: the terms are min(q, p) and max(0, p − q) to the shown tenth, and add up to p as printed; the Lens's
+    node panel shows it at T > 0 (not at T = 0), and step 7's note shows it for its rejected node."""
+    import re
+    from views.rules import exactness_sentence
+    from views.walkthrough import rejection_note, rejection_rank
+    with open(os.path.join(ROOT, "assets", "trace_temperature.json"), encoding="utf-8") as f:
+        records = json.load(f)["records"]
+    seen = {"ratio": 0, "target": 0}
+    for r in records:
+        for n in r["nodes"]:
+            line = exactness_sentence(n)
+            if n.get("rule") not in ("ratio", "target"):
+                assert line is None
+                continue
+            seen[n["rule"]] += 1
+            nums = [float(x) for x in re.findall(r"(\d+\.\d)%", line)]
+            kept, corrected, p = nums[0], nums[1], nums[-1]
+            assert round(kept + corrected, 1) == p, line                      # adds up as printed
+            assert p == pytest.approx(100 * n["test_p"], abs=0.051), line
+            if n["rule"] == "ratio":
+                assert kept == pytest.approx(100 * min(n["test_p"], n["test_q"]), abs=0.051), line
+                assert corrected == pytest.approx(100 * max(0.0, n["test_p"] - n["test_q"]), abs=0.11), line
+            else:
+                assert corrected == 0.0, line
+            title = views.probs_figure(r, n["index"]).to_dict()["layout"]["annotations"][0]["text"]
+            assert "Exact:" in title and f"{p:.1f}%" in title
+    assert seen["ratio"] > 0
+    with open(os.path.join(ROOT, "assets", "trace_default.json"), encoding="utf-8") as f:
+        greedy = json.load(f)["records"]
+    r = next(r for r in greedy if any(n["parent"] >= 0 for n in r["nodes"]))
+    node = next(n for n in r["nodes"] if n["parent"] >= 0)
+    assert "Exact:" not in views.probs_figure(r, node["index"]).to_dict()["layout"]["annotations"][0]["text"]
+    rejected = [r for r in records if r["bonus_kind"] == "correction"]
+    note = rejection_note(max(rejected, key=rejection_rank))
+    assert re.search(r"Exact: .* kept .* \+ corrected .* = p′? \d+\.\d%", note), note

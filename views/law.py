@@ -31,7 +31,20 @@ def law_sentence(rec: dict) -> str:
     return (f"{n:,} draws each at T = {rec['temperature']:g}"
             + (f", top-p {rec['top_p']:g}" if rec["top_p"] < 1 else "")
             + f": EAGLE's first token ({how}) and plain sampling from p {agree} "
-            f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}).")
+            f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}). " + p_value_meaning(rec))
+
+
+def p_value_meaning(rec: dict) -> str:
+    """How to read the p-value, with the record's own scale: two samples of one law give p-values spread evenly
+    over 0..1, so a p-value x is a difference that chance alone makes in x of such pairs."""
+    pv, control = rec["p_value"], rec.get("control_p_value")
+    odds = f" (about 1 in {1 / pv:,.0f})" if 0 < pv < 0.5 else ""
+    out = (f"A p-value is how often two samples of one law differ at least this much by chance alone: "
+           f"{pv:.3g}{odds} of the time.")
+    if control is not None:
+        out += (f" For scale, a second sample of plain sampling against the first, one law by construction, "
+                f"gave p-value {control:.3g} here.")
+    return out
 
 
 def law_title(rec: dict) -> str:

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_PATTERN, DRAFT_Q, REJECTED, STATUS_GLYPHS, TARGET_P, as_dict,
                      axis_names, esc, figure, grid_axes, grid_layout, layout_base, merge, pct, show_token)
-from .rules import rule_sentence, source_legend, source_sentence
+from .rules import exactness_sentence, rule_sentence, source_legend, source_sentence
 
 
 def node_choices(rec) -> list[tuple[str, int]]:
@@ -131,6 +131,9 @@ def probs_figure(rec, node: int | None = None, height: int = 460, compact: bool 
                f"q = {pct(n['q'])}, p = {pct(n['p'])} → <b>{verdict}</b>")
         if not compact:
             ttl += "<br>" + wrap(rule_sentence(n, sampling), 62)
+            exact = exactness_sentence(n) if sampling else None
+            if exact:
+                ttl += "<br>" + wrap(exact, 62)
         merge(titles[0], dict(text=ttl, font=dict(size=14)))
     else:
         titles.append(dict(text="no drafted tokens in this cycle", x=0.2, y=0.5, xref="paper", yref="paper",

@@ -10,7 +10,7 @@ the page names that rule with the numbers it used, never a generic formula:
 """
 from __future__ import annotations
 
-from .common import pct
+from .common import esc, pct, show_token
 
 
 def _siblings(k: int) -> str:
@@ -45,6 +45,36 @@ def rule_sentence(node: dict, sampling: bool, html: bool = True) -> str:
         return (f"chosen as a top-k draft after {_siblings(k)} rejected: kept with probability p′ = {pct(a)}"
                 f"{br}p′ = the target's p with the rejected tokens removed, renormalised")
     return str(rule)
+
+
+def _tenths(x: float) -> float:
+    return round(1000 * x) / 10
+
+
+def exactness_sentence(node: dict) -> str | None:
+    """Why the output is exact at T > 0, in one line with this node's numbers: its token comes out of the cycle with
+    probability kept + corrected = p, the target's own (None where no sampling test was applied).
+
+    ratio   kept as this draft: q·min(1, p/q) = min(q, p); otherwise, after this draft is rejected, the rest of the
+            cycle (later siblings, then the residual) emits it with probability max(0, p − q) (the residual's
+            share of the rejected mass): min(q, p) + max(0, p − q) = p. After earlier rejections the same holds
+            for p′, q′ (the law those rejections left), which is what the test used.
+    target  a top-k draft is certain, kept with probability p; a rejected one leaves the correction's law: p + 0.
+    The shown terms are rounded to tenths of a percent and the second is the difference of the rounded p and the
+    rounded first, so the sum on the page adds up exactly as printed."""
+    rule, k = node.get("rule"), node.get("test_rank") or 0
+    p, q = node.get("test_p"), node.get("test_q")
+    if rule not in ("ratio", "target") or p is None or (rule == "ratio" and q is None):
+        return None
+    pp, qq = ("p′", "q′") if k else ("p", "q")
+    tok = f"“{esc(show_token(node.get('text'), 16))}”"   # HTML: the page and Plotly's titles
+    law = f"{pp} {_tenths(p):.1f}%" + (" (the law the earlier rejections left)" if k else ", the target's own")
+    if rule == "target":
+        return f"Exact: {tok} comes out kept {_tenths(p):.1f}% + corrected 0% (a rejected draft is never the correction) = {law}"
+    kept = _tenths(min(p, q))
+    corrected = max(0.0, _tenths(p) - kept) if p > q else 0.0
+    return (f"Exact: {tok} comes out kept min({qq}, {pp}) = {kept:.1f}% + corrected max(0, {pp} − {qq}) = "
+            f"{corrected:.1f}% = {law}")
 
 
 def source_sentence(rec: dict) -> str:

@@ -11,7 +11,7 @@ from .stats import race_figure
 from .tree import tree_figure
 from .ambiguity import ambiguity_moves, ambiguity_walk_figure
 from .common import CORRECTION, esc, pct, show_token
-from .rules import rule_sentence
+from .rules import exactness_sentence, rule_sentence
 
 # preset keys follow the app's controls: the settings the step's figure was decoded with ("Show it live" decodes
 # them again); `opens` what "Open these settings" changes on top of them to make the step's point in another tab;
@@ -216,8 +216,14 @@ def rejection_rank(rec) -> tuple:
 
 
 def rejection_note(rec) -> str:
-    """Step 7's figure in words, with the probabilities it shows: the rejected draft's test and the draw."""
+    """Step 7's figure in words, with the probabilities it shows: the rejected draft's test and the draw, then why
+    the output is exact, in one line with the rejected node's own numbers (rules.exactness_sentence)."""
     node = next(x for x in rec["nodes"] if x["index"] == _correction_node(rec))
+    exact = exactness_sentence(node)
+    return _draw_note(rec, node) + (f" {exact}." if exact else "")
+
+
+def _draw_note(rec, node) -> str:
     a = node.get("accept_prob")
     drawn, top = correction_draw(rec)
     tok = lambda t: esc(show_token(t, 20))   # noqa: E731

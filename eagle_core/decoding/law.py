@@ -5,7 +5,8 @@ makes them -- the head's children of the root drawn from its warped q without re
 decoding/draft.py draws them), tested one by one against the target's warped p by the engine's own rule
 (`sampling.verify_children`: keep x with probability min(1, p'(x)/q'(x)); else p' becomes max(0, p' - q')
 normalised, x leaves q', next child; all rejected: one draw from that residual) -- and N draws of plain sampling
-from p, and tests whether the two samples come from one law (chi-square test of homogeneity). Only the root's
+from p, and tests whether the two samples come from one law (chi-square test of homogeneity); beside it, the same test
+of a second plain sample against the first, which come from one law by construction: the scale a p-value is read on. Only the root's
 level is simulated: deeper levels repeat the same rule on the same argument, and the first token is what the
 student sees change with the temperature. Dynamic (EAGLE-2) trees choose their children by rank, not by sampling:
 their root children are q's top-k, tested by the target rule (keep x with probability p'(x), else p'(x) <- 0).
@@ -56,6 +57,7 @@ class LawRecord:
     chi2: float = 0.0
     dof: int = 0
     p_value: float = 1.0
+    control_p_value: float = 1.0   # the same test of a second plain sample against the first: one law by construction
     seconds: float = 0.0
 
 
@@ -146,6 +148,8 @@ def same_law(p: torch.Tensor, q: torch.Tensor, children: int, n: int, seed: int,
     eagle, kept = draw_first_tokens(p, q, max(1, int(children)), n, gen, rule)
     plain = torch.multinomial(p, n, replacement=True, generator=gen).tolist()
     chi2, dof, pval = homogeneity(eagle, plain)
+    # the scale a p-value is read on: two samples of one law differ by chance too (p-values uniform on [0, 1])
+    control = homogeneity(torch.multinomial(p, n, replacement=True, generator=gen).tolist(), plain)[2]
     ce, cp = _counts(eagle), _counts(plain)
     residual = _counts([t for t, k in zip(eagle, kept) if not k])
     shown = [int(t) for t in torch.topk(p, min(SHOWN, int((p > 0).sum()))).indices.tolist()]
@@ -160,4 +164,4 @@ def same_law(p: torch.Tensor, q: torch.Tensor, children: int, n: int, seed: int,
                      rule=rule, n=n, bars=bars, other_eagle=n - sum(b.eagle for b in bars),
                      other_plain=n - sum(b.plain for b in bars),
                      other_p=max(0.0, 1.0 - math.fsum(float(p[t]) for t in in_bars)), accepted=sum(kept),
-                     chi2=chi2, dof=dof, p_value=pval, seconds=time.perf_counter() - t0)
+                     chi2=chi2, dof=dof, p_value=pval, control_p_value=control, seconds=time.perf_counter() - t0)
