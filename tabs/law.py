@@ -14,6 +14,7 @@ import gradio as gr
 import views.law as vlaw
 from eagle_core.decoding.law import MAX_DRAWS, root_dists, same_law
 from eagle_core.decoding.presets import children_of_path
+from eagle_core.model.token_bytes import display_text
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.generation import prompt_ids
 from eagle_core.serving.loading import MODEL
@@ -99,8 +100,9 @@ class LawPanel:
             if got is CANCELLED:
                 return
             p, q = got
-            tail = target.tokenizer.decode(ids[-6:])
-            rec = same_law(p, q, children, n, int(s.seed or 0), lambda t: target.tokenizer.decode([t]),
+            # byte pieces named by their bytes ("<E0 A4>"), as the tree names them: a lone decode gives "\ufffd"
+            tail = display_text(b"".join(target.token_bytes(t) for t in ids[-6:]))
+            rec = same_law(p, q, children, n, int(s.seed or 0), target.token_text,
                            position=tail, temperature=float(s.temperature), top_p=float(s.top_p), rule=rule)
             d = dataclasses.asdict(rec)
             where = f"after “…{show_token(tail, 40)}”"

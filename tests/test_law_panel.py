@@ -46,3 +46,24 @@ def test_clear_messages(url):
     assert "5,000 draws each" in note and "asked for 1,000,000: 5,000 is the range's end" in note
     _, note = draw(c, temperature=0.7, top_p=7)                # refused by the settings' own limits
     assert note.startswith("❌") and "top" in note.lower()
+
+
+def test_byte_pieces_are_named_by_their_bytes(url, monkeypatch):
+    """A token that holds part of a character is named by its bytes ("<E0 A4>"), as the tree names it, in the bars
+    and the note: never U+FFFD (a lone tokenizer.decode of such a token, which step 4 showed)."""
+    import torch
+
+    import tabs.law as tab
+    from eagle_core.serving.loading import MODEL
+    target, _ = MODEL.require()
+    pieces = [t for t in range(target.vocab_size) if len(target.token_bytes(t)) == 1 and target.token_bytes(t)[0] >= 0x80]
+    assert len(pieces) >= 3
+    p = torch.full((target.vocab_size,), 0.1 / target.vocab_size)
+    p[pieces[:3]] += 0.3
+    monkeypatch.setattr(tab, "root_dists", lambda *a, **k: (p, p.clone()))
+    c = Client(url, verbose=False)
+    fig, note = draw(c, n=300, temperature=0.9)
+    labels = plot(fig)["data"][0]["x"]
+    assert "\ufffd" not in note and not any("\ufffd" in x for x in labels), (labels, note)
+    assert sum(x.startswith("<") and x.endswith(">") for x in labels) >= 3, labels
+    assert "p-value" in note and "For scale" in note
