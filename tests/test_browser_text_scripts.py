@@ -68,3 +68,36 @@ def test_emoji_pieces_in_the_tree_name_their_character():
         assert any("🦅 (byte 4 of 4)" in b for b in boxes), boxes
         assert not any("<F0" in b or "<A6" in b or "<85" in b for b in boxes), "no bare byte piece on a box"
         browser.close()
+
+
+# every token's span against the browser's own letters (Intl.Segmenter's grapheme clusters of the panel's text)
+CLUSTER_JS = """() => {
+  const toks = [...document.querySelectorAll('.el-text .el-tok')].map((t) => t.textContent);
+  const text = toks.join('');
+  const starts = new Set([...new Intl.Segmenter('und', {granularity: 'grapheme'}).segment(text)].map((s) => s.index));
+  let at = 0;
+  const inside = [];
+  for (const t of toks) { if (!starts.has(at)) inside.push(t); at += t.length; }
+  return {inside, count: toks.length};
+}"""
+
+
+def test_no_letter_is_split_by_a_token_in_any_script(real_tokenizer):
+    """Devanagari, Bengali, Tamil, Thai, emoji with joiners, Arabic, Hebrew, combining accents as the embedded
+    target's tokenizer splits them, one committed token a cycle (each a span, most with a ★ / ◆ after it): Chromium's
+    own grapheme clusters (Intl.Segmenter) never begin inside a span, so no mark or span edge falls inside a letter
+    (a vowel sign drawn alone on a dotted circle, as the panel drew Hindi)."""
+    from test_text_scripts import SCRIPTS
+
+    from eagle_core.model.token_bytes import TokenBytes
+    tb = TokenBytes(real_tokenizer)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 900, "height": 400})
+        for name, text in SCRIPTS.items():
+            ids = real_tokenizer(text, add_special_tokens=False)["input_ids"]
+            page.set_content(f"<meta charset='utf-8'><style>{CSS}</style><body style='width:800px'>"
+                             f"{text_html(records([tb(i).hex() for i in ids], per=1))}</body>")
+            m = page.evaluate(CLUSTER_JS)
+            assert m["inside"] == [] and m["count"] > 1, (name, m)
+        browser.close()

@@ -87,3 +87,36 @@ def test_tree_labels_a_piece_with_its_character_from_the_path():
     texts = [a["text"] for a in fig.to_dict()["layout"]["annotations"]]
     assert "✓ ␣🦅 (bytes 1–2 of 4)" in texts and "✓ 🦅 (byte 3 of 4)" in texts and "✗ ␣the" in texts
     assert any("🦅 (byte 4 of 4)" in t for t in texts), texts
+
+
+SCRIPTS = {"Devanagari": "नमस्ते, आप कैसे हैं? क्षत्रिय विद्यार्थी", "Bengali": "আমি বাংলায় গান গাই",
+           "Tamil": "வணக்கம் நண்பர்களே", "Thai": "สวัสดีครับ ที่นี่", "emoji": "family 👨‍👩‍👧 and 👍🏽 ok",
+           "Arabic": "مرحبا بك في عالم البرمجة", "Hebrew": "שָׁלוֹם עוֹלָם", "accents": "e\u0301te\u0301 cafe\u0301"}
+
+
+def test_a_token_boundary_never_splits_a_letter(real_tokenizer):
+    """Each script as the embedded target's tokenizer splits it, committed one cycle per token (every boundary a
+    span's edge, every other token the target's, with its ★ / ◆ after it): every span of the text panel begins
+    where a grapheme cluster begins (nothing drawn inside a letter, a mark only after a whole one), and the spans
+    put together are the text itself."""
+    import html as htmllib
+    import re
+
+    import regex
+    from eagle_core.model.token_bytes import TokenBytes, join_clusters, join_pieces
+    tb = TokenBytes(real_tokenizer)
+    for name, text in SCRIPTS.items():
+        ids = real_tokenizer(text, add_special_tokens=False)["input_ids"]
+        body = text_html(records([tb(i).hex() for i in ids], per=1)).split("class='el-legend'")[0]
+        spans = [htmllib.unescape(s) for s in re.findall(r"<span class='el-tok[^>]*>([^<]*)</span>", body)]
+        assert "".join(spans).replace("↵", "") == text, name
+        starts = {m.start() for m in regex.finditer(r"\X", text)}
+        at = 0
+        for s in spans:
+            assert at in starts, (name, s, spans)
+            at += len(s)
+        # the check checks something: in the scripts that combine, the tokenizer cuts inside some letter (after
+        # the pieces of split characters are joined), and the panel joins those tokens
+        if name not in ("Arabic",):
+            pieces = join_pieces([tb(i) for i in ids])
+            assert len(join_clusters(pieces)) < len(pieces) and len(spans) == len(join_clusters(pieces)), name

@@ -6,7 +6,7 @@ measured ratio. Pure HTML from record dicts (no model): the tab passes each lane
 The after-the-fact bar summary stays views/stats.py's race_figure."""
 from __future__ import annotations
 
-from eagle_core.model.token_bytes import join_pieces
+from eagle_core.model.token_bytes import join_clusters, join_pieces
 
 from .common import ACCEPTED, as_dicts, committed_pieces, esc, esc_attr
 from .stats import summary
@@ -108,7 +108,7 @@ def lane_text_html(records) -> str:
     recs = as_dicts(records)
     toks = [(r is recs[-1], raw) for r in recs for raw in token_bytes(r)]   # (newest?, bytes), in order
     old, new = [], []
-    for group, text in join_pieces([t[1] for t in toks]):
+    for group, text in join_clusters(join_pieces([t[1] for t in toks])):   # the newest band never splits a letter
         (new if toks[group[-1]][0] else old).append(text)
     if not old and not new:
         return "<span style='color:#888'>(no tokens yet)</span>"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from eagle_core.model.token_bytes import join_pieces
+from eagle_core.model.token_bytes import join_clusters, join_pieces
 
 from .common import as_dicts, committed_pieces, esc, esc_attr
 
@@ -127,8 +127,9 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
             raw = bytes.fromhex(hexes[k]) if k < len(hexes) else text.encode("utf-8")
             node = str(path[k]) if kind == "draft" and k < len(path) else "b"
             toks.append((r["cycle"], kind, node, tid, raw))
-    # decode from the joined bytes: a character split over tokens is one span (marked as its last token)
-    groups = join_pieces([t[4] for t in toks])
+    # decode from the joined bytes: a character split over tokens is one span (marked as its last token), and so is
+    # a letter (grapheme cluster) split over tokens: its kind mark goes after the whole letter, never inside it
+    groups = join_clusters(join_pieces([t[4] for t in toks]))
     rtl = rtl_runs([text for _, text in groups])
     body = []
     open_cycle, in_run = None, False
@@ -147,7 +148,7 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
             open_cycle = cyc
         ids = ", ".join(str(toks[g][3]) for g in group)
         title = (f"cycle {cyc}: {KIND_MARK[kind if kind in KIND_MARK else 'bonus']} {KIND_TEXT.get(kind, kind)}"
-                 + (f" (id {ids})" if len(group) == 1 else f" (tokens {ids}: one character split over "
+                 + (f" (id {ids})" if len(group) == 1 else f" (tokens {ids}: one letter split over "
                                                            f"{len(group)} tokens)")
                  + ("" if cyc == last else "; click to show this cycle in the tree"))
         vis = _vis(text)

@@ -104,6 +104,26 @@ def join_pieces(token_bytes: list[bytes]) -> list[tuple[list[int], str]]:
     return out
 
 
+def join_clusters(groups: list[tuple[list[int], str]]) -> list[tuple[list[int], str]]:
+    """`join_pieces`' groups merged where a boundary between two falls inside a grapheme cluster (what a reader sees
+    as one letter): a vowel sign or a virama conjunct (Devanagari, Bengali, Tamil), a Thai vowel or tone mark, an
+    emoji sequence with joiners or modifiers, a combining accent. The page draws a group as one span with its kind
+    mark after it, so a token boundary inside a cluster put the mark, or the span's edge, between a consonant and its
+    sign, which was then drawn alone on a dotted circle. Clusters are Unicode's extended grapheme clusters (UAX #29,
+    its Indic conjunct rule included), as the `regex` module's \\X finds them."""
+    import regex
+    ends = {m.end() for m in regex.finditer(r"\X", "".join(text for _, text in groups))}
+    out: list[tuple[list[int], str]] = []
+    at = 0
+    for positions, text in groups:
+        if out and at not in ends:            # this group begins inside the previous group's last cluster
+            out[-1] = (out[-1][0] + list(positions), out[-1][1] + text)
+        else:
+            out.append((list(positions), text))
+        at += len(text)
+    return out
+
+
 _PIECE = re.compile(r"<((?:[0-9A-F]{2} )*[0-9A-F]{2})>")
 
 
