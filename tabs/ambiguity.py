@@ -13,7 +13,7 @@ from eagle_core.serving.rounds import job_turn
 from eagle_core.serving.shared import DONE, MINE, SharedResults
 from eagle_core.serving.turns import queue_note
 
-from .common import TRACE, Settings, unexpected
+from .common import TRACE, Settings, clamp_note, limit_slider, typed_note, unexpected
 
 INTRO = ("The draft head predicts the target's **feature**. After “How can I” the next feature depends on which "
          "token gets sampled (a *branch*: “use”, “create”…). The **unshifted** head sees only (f_I, e(I)) and "
@@ -78,18 +78,18 @@ def payoff_turns(rec: dict, eagle3: bool, waiting):
     return run.result().to_dict()
 
 
-def check_inputs(prefix, branches) -> int:
+def check_inputs(prefix, branches) -> tuple[int, str]:
+    """(the branches to compute, a note when the number asked for was outside 2–6 and brought inside: "")."""
     if not isinstance(prefix, str) or not prefix.strip():
         raise UserError("Type a prefix, e.g. “How can I”.")
     if len(prefix) > 300:
         raise UserError("Keep the prefix short (under 300 characters).")
     try:
-        b = int(branches)
+        b = int(float(branches))
     except (TypeError, ValueError):
         raise UserError("Branches must be a number.") from None
-    if not 2 <= b <= 6:
-        raise UserError("Branches must be between 2 and 6.")
-    return b
+    b, note = clamp_note("branches", b, branches)
+    return b, (f"⚠️ {note} " if note else "")
 
 
 class AmbiguityTab:
@@ -98,13 +98,15 @@ class AmbiguityTab:
             gr.Markdown(INTRO)
             with gr.Row():
                 self.prefix = gr.Textbox(value="How can I", label="Prefix (the last token plays “I”)", scale=3)
-                self.branches = gr.Slider(2, 6, value=4, step=1, label="Branches", scale=1)
+                self.branches = limit_slider("branches", 4, scale=1)   # a number typed beyond 2–6 is said
                 self.chat = gr.Checkbox(label="as the start of the assistant's reply (chat template)", value=False,
                                         scale=1)
                 self.eagle3 = gr.Checkbox(label="show the EAGLE-3 head too", value=False, scale=1,
                                           elem_id="el-amb-eagle3")
                 self.button = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
             self.msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
+            self.branches.input(typed_note("branches"), [self.branches, self.msg], [self.msg], queue=False,
+                                show_progress="hidden", trigger_mode="always_last", api_visibility="private")
             a0 = (TRACE or {}).get("ambiguity")
             self.rec = gr.State(a0)
             self.headline = gr.HTML(views.ambiguity_headline(a0), elem_id="el-amb-headline")
@@ -128,14 +130,15 @@ class AmbiguityTab:
         once for every student who asks the same thing (SHARED), the others wait for it and read it."""
         mine = False        # this call claimed the computation: it finishes it, or gives it up
         try:
-            b = check_inputs(prefix, branches)
+            b, clamped = check_inputs(prefix, branches)
             key = shared_key(prefix, b, chat, eagle3)
             waited = 0.0
             while True:
                 state, got = SHARED.claim(key)
                 if state == DONE:
-                    yield self.outputs(got, eagle3, "Computed live from the target and the heads, once for everyone "
-                                                    "who asked the same (T = 0: the same inputs give the same record).")
+                    yield self.outputs(got, eagle3, clamped + "Computed live from the target and the heads, once for "
+                                                    "everyone who asked the same (T = 0: the same inputs give the same "
+                                                    "record).")
                     return
                 if state == MINE:
                     mine = True
@@ -146,13 +149,13 @@ class AmbiguityTab:
                                      f"({waited:.0f} s)…"}
             waiting = lambda ahead, w: {self.msg: queue_note(ahead, w)}   # noqa: E731
             rec = yield from job_turn(lambda: _ambiguity(prefix, b, chat), waiting)
-            yield self.outputs(rec, eagle3, "⏳ Features computed; now running EAGLE cycles with each head after each "
-                                            "branch…", payoff=False)
+            yield self.outputs(rec, eagle3, clamped + "⏳ Features computed; now running EAGLE cycles with each head "
+                                            "after each branch…", payoff=False)
             rec = dict(rec, payoff=(yield from payoff_turns(rec, bool(eagle3), waiting)))
             SHARED.finish(key, rec)
             mine = False
             # every output again: an API client reads the last update only
-            yield self.outputs(rec, eagle3, "Computed live from the target and the heads.")
+            yield self.outputs(rec, eagle3, clamped + "Computed live from the target and the heads.")
         except (UserError, ValueError) as exc:
             yield {self.msg: f"❌ {exc}"}
         except GeneratorExit:

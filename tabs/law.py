@@ -21,7 +21,7 @@ from eagle_core.serving.loading import MODEL
 from eagle_core.serving.rounds import job_turn
 from eagle_core.serving.sessions import SESSIONS
 from eagle_core.serving.turns import CANCELLED, queue_note
-from views.common import empty_figure, show_token
+from views.common import answer_tail, empty_figure, show_token
 
 from .common import Settings, unexpected
 
@@ -105,7 +105,8 @@ class LawPanel:
             rec = same_law(p, q, children, n, int(s.seed or 0), target.token_text,
                            position=tail, temperature=float(s.temperature), top_p=float(s.top_p), rule=rule)
             d = dataclasses.asdict(rec)
-            where = f"after “…{show_token(tail, 40)}”"
+            answer = answer_tail(tail)        # the chat template's markup is not the text a student reads
+            where = f"after “…{show_token(answer, 40)}”" if answer else "the answer's first token"
             yield {self.fig: vlaw.law_figure(d),
                    self.note: f"{vlaw.law_sentence(d)} Position: {where}; {children} root "
                               f"{'child' if children == 1 else 'children'} a cycle. {vlaw.residual_note(d)} "

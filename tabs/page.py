@@ -35,8 +35,10 @@ def model_banner():
     if MODEL.status == "error":
         return f"⚠️ The model failed to load: {MODEL.error}", gr.Timer(active=False)
     if not MODEL.ready.is_set():
-        return (f"⏳ Loading the live model ({time.time() - MODEL.started:.0f} s)… meanwhile you see a run "
-                "recorded from the real model."), gr.Timer(active=True)
+        waited = time.time() - MODEL.started
+        took = f" ({waited:.0f} s so far)" if waited >= 1 else ""    # no "(0 s)" on the first paint
+        return (f"⏳ Loading the live model{took}… meanwhile you see a run recorded from the real model.",
+                gr.Timer(active=True))
     t = MODEL.target
     heads = ", ".join(f"{k}: {os.path.basename(str(h.path))}" for k, h in MODEL.heads.items())
     msg = f"✅ Live: target **{t.name}** on {t.device.type}; heads {heads}."

@@ -104,24 +104,27 @@ def test_the_measure_reads_each_heads_draft_of_the_targets_next_token(oracle_rec
 
 
 def test_headline_text_and_step_five_state_the_same_measure_and_payoff(oracle_record):
-    """One measure: the headline, the tab's text and step 5's note carry the same sentence, computed from the record;
-    the payoff's numbers are the runs' own accepted lengths."""
+    """One measure: the headline and step 5's note carry the same sentence, computed from the record, and the tab's
+    text under the figures says what it is without printing it a second time (the page showed it twice); the
+    payoff's numbers are the runs' own accepted lengths."""
     *_, rec = oracle_record
     d = rec.to_dict()
     m = ambiguity_moves(d, eagle3=False)
     s = measure_sentence(m)
     assert s.startswith(f"after {m['higher']} of 3 branches")
     head, text, note = ambiguity_headline(d), ambiguity_html(d), ambiguity_note(d)
-    for where in (head, text, note):
+    for where in (head, note):
         assert esc(s) in where
+    assert esc(s) not in text and "the headline's first line" in text
     t = payoff_totals(d)
     runs = [r for b in d["payoff"]["branches"] for r in b["runs"] if r["head"] == "shifted"]
     assert t["shifted"]["tau"] == pytest.approx(sum(a + 1 for r in runs for a in r["accepted"]) /
                                                 sum(len(r["accepted"]) for r in runs))
     p = payoff_sentence(t)
     assert f"{t['shifted']['tau']:.2f} tokens with the shifted head" in p
-    for where in (head, text, note):
+    for where in (head, note):
         assert esc(p) in where
+    assert esc(p) not in text and "the headline's second line" in text
     assert "helps the draft" in head                       # 3 of 3, on average too
     fig = ambiguity_payoff_figure(d)
     assert {tr.name for tr in fig.data} == {"shifted head", "unshifted head"}

@@ -259,6 +259,9 @@ def test_race_and_ambiguity(client):
     # the same question again (a class pressing Compute): read from the one computation, the same record
     again = client.predict("How can I", 3, api_name="/ambiguity")
     assert "once for everyone" in again[3] and again[2] == table0 and again[4] == headline
+    # more branches than the tab draws: brought to 6, and said so (the browser's slider clamped it silently)
+    _, _, _, msg, headline = client.predict("How can I", 99, api_name="/ambiguity")[:5]
+    assert "⚠️ Branches 99 is outside 2–6: using 6." in msg and "of 6 branches" in headline, (msg, headline)
 
 
 def test_walkthrough(client):

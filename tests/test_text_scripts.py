@@ -120,3 +120,17 @@ def test_a_token_boundary_never_splits_a_letter(real_tokenizer):
         if name not in ("Arabic",):
             pieces = join_pieces([tb(i) for i in ids])
             assert len(join_clusters(pieces)) < len(pieces) and len(spans) == len(join_clusters(pieces)), name
+
+
+def test_the_chat_templates_end_token_is_named_not_shown_as_markup():
+    """The answer's last token, <|im_end|>, is drawn as a named end mark (its markup only in the hover title); the
+    same-law panel's position leaves the template out ("<|im_start|>assistant")."""
+    import re
+
+    from views.common import answer_tail
+    html = text_html(records(["48656c6c6f", "2e", "3c7c696d5f656e647c3e"])).split("class='el-legend'")[0]
+    shown = re.sub(r"<[^>]+>", "", re.sub(r"title='[^']*'", "", html))
+    assert "⏹ end of answer" in shown and "im_end" not in shown and "&lt;|" not in shown, shown
+    assert "el-end" in html and "ends its answer here" in html
+    assert answer_tail("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nSure, the") == "Sure, the"
+    assert answer_tail("<|im_start|>assistant\n") == "" and answer_tail("How can I") == "How can I"

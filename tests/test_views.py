@@ -264,7 +264,10 @@ def test_ambiguity_views():
     assert len(d.data) == 6
     h = ambiguity_html(rec)
     # the one measure, branch by branch: the draft probability of the target's next token, ▲/▼ beside colour
-    assert "after 1 of 2 branches" in h and "mean 25.0% vs 20.0%" in h and "distance" not in h
+    assert "after 1 of 2 branches" not in h and "distance" not in h       # the headline's sentence, not again
+    from views.ambiguity import ambiguity_headline
+    head = ambiguity_headline(rec)
+    assert "after 1 of 2 branches" in head and "mean 25.0% vs 20.0%" in head and "distance" not in head
     assert "▲ shifted <b>40.0%</b>" in h and "▼ shifted <b>10.0%</b>" in h
     assert "In tokens" not in h                                   # an old record: no payoff measured, none shown
     json.dumps(rec)

@@ -306,7 +306,9 @@ def ambiguity_html(rec, eagle3: bool = False) -> str:
     tok = lambda x: esc(show_token(x))   # noqa: E731
     parts = []
     if m["n"]:
-        parts.append(f"<p><b>The measure</b> ({MEASURE}): {esc(measure_sentence(m))}.")
+        # the headline above says the measure and the payoff in a sentence each: here, what they are, not them again
+        parts.append(f"<p><b>The measure</b> (the headline's first line): the {MEASURE} after each branch, "
+                     "branch by branch in the table below.")
         if "eagle3" in heads:
             k3 = sum(b["q"]["eagle3"] > b["q"]["unshifted"] for b in m["branches"])
             parts[-1] += (f" The EAGLE-3 head gives it {esc(share(m['mean']['eagle3']))} on average, more than the "
@@ -316,9 +318,10 @@ def ambiguity_html(rec, eagle3: bool = False) -> str:
                               "start of the assistant's reply” to compare them where they were trained.")
         parts[-1] += "</p>"
     if t:
-        parts.append(f"<p><b>In tokens:</b> {esc(payoff_sentence(t))}" +
-                     (f"; the EAGLE-3 head's {t['eagle3']['tau']:.2f}" if "eagle3" in t["heads"] else "") +
-                     ". A cycle keeps the drafted tokens the target accepts plus one token of its own, so 1.00 is "
+        parts.append("<p><b>In tokens:</b> (the headline's second line) " +
+                     (f"the EAGLE-3 head's cycles kept {t['eagle3']['tau']:.2f} tokens each. "
+                      if "eagle3" in t["heads"] else "") +
+                     "A cycle keeps the drafted tokens the target accepts plus one token of its own, so 1.00 is "
                      "plain decoding.</p>")
     # narrow enough for a phone (three columns, whatever the heads shown): each probability under its token, the
     # heads' numbers stacked in one cell, the ▲/▼ cue on the shifted head's line

@@ -58,6 +58,29 @@ def show_token(text: str, limit: int = 14) -> str:
     return s
 
 
+CONTROL_TOKEN = re.compile(r"<\|[^|<>]{1,40}\|>|</?s>|<unk>|<pad>")   # the chat template's tokens, not text
+END_OF_TURN = {"<|im_end|>", "<|eot_id|>", "<|end|>", "</s>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>"}
+
+
+def control_name(text: str | None) -> str | None:
+    """A chat-template control token named for a student ("end of answer" for <|im_end|>), None for text."""
+    t = (text or "").strip()
+    if not CONTROL_TOKEN.fullmatch(t):
+        return None
+    return "end of answer" if t in END_OF_TURN else "chat template: " + t.strip("<|/>")
+
+
+def answer_tail(text: str) -> str:
+    """The part of a position's text after the chat template's last control token and its role line
+    ("<|im_start|>assistant\n"): what a student reads as the answer so far ("" at its very start); the text itself
+    where no template shows."""
+    parts = CONTROL_TOKEN.split(text)
+    if len(parts) == 1:
+        return text
+    after = parts[-1]
+    return after.split("\n", 1)[1] if "\n" in after else ""
+
+
 def esc(text: str) -> str:
     """HTML-escape for HTML components and Plotly labels (Plotly does not know &quot;, so quotes stay)."""
     return html.escape(text or "", quote=False)

@@ -1,12 +1,11 @@
 """Draft q vs target p: for a chosen node, along the accepted path, and the bonus/correction distribution."""
 from __future__ import annotations
 
-import re
 
 import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_PATTERN, DRAFT_Q, REJECTED, STATUS_GLYPHS, TARGET_P, as_dict,
-                     axis_names, esc, figure, grid_axes, grid_layout, layout_base, merge, pct, show_token)
+                     axis_names, control_name, esc, figure, grid_axes, grid_layout, layout_base, merge, pct, show_token)
 from .rules import exactness_sentence, rule_sentence, source_legend, source_sentence
 
 
@@ -31,13 +30,10 @@ def default_node(rec) -> int | None:
     return min(n["index"] for n in rec["nodes"] if n["index"] > 0)
 
 
-_SPECIAL = re.compile(r"<\|[^|<>]{1,40}\|>|</?s>|<unk>|<pad>")
-
-
 def is_special(row: dict) -> bool:
     """A control token of the vocabulary (<|im_start|>, <repo_name>, ...): not text a student should see on an
     axis. The engine marks them; records from before that are recognised by their <|...|> shape."""
-    return bool(row.get("special")) or bool(_SPECIAL.fullmatch((row.get("text") or "").strip()))
+    return bool(row.get("special")) or control_name(row.get("text")) is not None
 
 
 def wrap(text: str, width: int) -> str:

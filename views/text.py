@@ -9,7 +9,7 @@ import unicodedata
 
 from eagle_core.model.token_bytes import join_clusters, join_pieces
 
-from .common import as_dicts, committed_pieces, esc, esc_attr
+from .common import as_dicts, committed_pieces, control_name, esc, esc_attr
 
 # the tree's glyph language (page header): ✓ accepted, ★ the target's bonus token, ◆ its correction
 KIND_MARK = {"draft": "✓", "bonus": "★", "correction": "◆"}
@@ -49,6 +49,8 @@ CSS = """
                                          margin-left: 1px; text-decoration: none; display: inline-block;}
 .el-bonus::after {content: "★"; color: #1f6fa8;}
 .el-correction::after {content: "◆"; color: #b57a00;}
+.el-end {font-family: system-ui, sans-serif; font-size: 14px; color: #444; border: 1px solid #9aa3b2;
+          border-radius: 4px; padding: 0 4px; margin-left: 2px;}
 .el-rtl {unicode-bidi: isolate;}
 .el-rtl .el-bonus, .el-rtl .el-correction {font-weight: inherit;}
 .el-rtl .el-bonus::after, .el-rtl .el-correction::after {content: none;}
@@ -152,8 +154,13 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
                                                            f"{len(group)} tokens)")
                  + ("" if cyc == last else "; click to show this cycle in the tree"))
         vis = _vis(text)
+        name = control_name(text)
+        if name:       # the chat template's token (<|im_end|>): named, not shown as markup a student cannot read
+            vis = f"⏹ {name}"
+            title += f"; the chat template's {text.strip()} token" + (": the model ends its answer here"
+                                                                      if name == "end of answer" else "")
         tail = "\n" if vis.endswith("\n") else ""    # the line break after the span: the ★ / ◆ mark stays on its line
-        body.append(f"<span class='el-tok el-{kind}' data-cycle='{cyc}' data-node='{node}' data-kind='{kind}' "
+        body.append(f"<span class='el-tok el-{kind}{' el-end' if name else ''}' data-cycle='{cyc}' data-node='{node}' data-kind='{kind}' "
                     f"title='{esc_attr(title)}'>{vis[:len(vis) - len(tail)]}</span>{tail}")
     if open_cycle is not None:
         body.append("</span>")

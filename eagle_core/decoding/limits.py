@@ -20,7 +20,7 @@ class Limit:
             raise ValueError(f"{self.label} must be between {self.lo:g} and {self.hi:g} (got {value})")
 
 
-# keys are DecodeConfig field names
+# keys are DecodeConfig field names, and the “How can I” tab's branches
 LIMITS: dict[str, Limit] = {
     "temperature": Limit(0.0, 2.0, float, "Temperature"),
     "top_p": Limit(0.05, 1.0, float, "Top-p"),
@@ -29,4 +29,5 @@ LIMITS: dict[str, Limit] = {
     "top_k": Limit(1, 16, int, "Top-k"),
     "total_tokens": Limit(2, MAX_VERIFY_ROWS - 1, int, "Total tokens"),   # + the root = one exact pass
     "max_new_tokens": Limit(1, 512, int, "Max new tokens"),
+    "branches": Limit(2, 6, int, "Branches"),      # the “How can I” tab's (not a DecodeConfig field)
 }
