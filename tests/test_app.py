@@ -351,13 +351,13 @@ def slow_cycles(monkeypatch):
     delay = [0.04]
     real, real_round = generation.advance, batch.step_together
 
-    def slow(dec, n=1):
+    def slow(*args, **kw):
         time.sleep(delay[0])
-        return real(dec, n)
+        return real(*args, **kw)
 
-    def slow_round(decs, shapes=None):      # a round of the engine loop (serving/rounds.py): one cycle each
+    def slow_round(*args, **kw):      # a round of the engine loop (serving/rounds.py): one cycle each, as it is called
         time.sleep(delay[0])
-        return real_round(decs, shapes)
+        return real_round(*args, **kw)
     monkeypatch.setattr(generation, "advance", slow)
     monkeypatch.setattr(batch, "step_together", slow_round)
     return delay
