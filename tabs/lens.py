@@ -72,7 +72,14 @@ def text_panel(state, cyc=None) -> str:
         src = (f"<b>Recorded example</b> (from the real model: {views.common.esc(str(t.get('target')))}, head "
                f"{views.common.esc(os.path.basename(str(t.get('head'))))}, {views.common.esc(str(t.get('recorded')))}; "
                "shown until you press Step or Run).")
-    return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=None) +
+    notice = None
+    if cyc is not None and recs and cyc < recs[-1]["cycle"]:
+        # an earlier cycle picked (the slider, or a click on one of its tokens): the text stops there, and says so
+        hidden = sum(len(r.get("new_tokens") or []) for r in recs if r["cycle"] > cyc)
+        notice = (f"Showing the text up to cycle {cyc}, the one in the tree: the {hidden} token"
+                  f"{'' if hidden == 1 else 's'} after it are hidden. Move the Cycle slider to the end "
+                  f"(cycle {recs[-1]['cycle']}) to see all of it.")
+    return (views.text_html(recs, upto=cyc, prompt=state.get("prompt"), notice=notice) +
             (f"<div class='el-note'>{src}</div>" if src else ""))
 
 

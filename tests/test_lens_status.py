@@ -58,3 +58,22 @@ def test_a_class_streams_less_often_each_so_the_server_keeps_up():
     for running in (1, 2, 5, 7, 30, 64):
         text, tree = stream_intervals(running)
         assert running / text <= 20 + 1e-9 and tree >= text and text >= STREAM_TEXT_S
+
+
+def test_an_earlier_cycle_says_the_later_text_is_hidden():
+    """Picking an earlier cycle (the slider, or a click on a token) hides the text after it: the panel says how many
+    tokens and how to get them back; the last cycle shows all with no such note."""
+    import json
+    import os
+
+    from tabs.lens import text_panel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "assets", "trace_default.json"), encoding="utf-8") as f:
+        recs = json.load(f)["records"]
+    state = dict(records=recs, source="live")
+    last = recs[-1]["cycle"]
+    hidden = sum(len(r["new_tokens"]) for r in recs if r["cycle"] > 1)
+    panel = text_panel(state, 1)
+    assert f"Showing the text up to cycle 1, the one in the tree: the {hidden} tokens after it are hidden" in panel
+    assert f"(cycle {last}) to see all of it" in panel
+    assert "are hidden" not in text_panel(state, last) and "are hidden" not in text_panel(state)
