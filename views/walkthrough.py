@@ -27,10 +27,9 @@ SPEED_PRESET = "smollm2-cpu"      # the tree shape fitted fastest on the CPU (as
 # (lens, or amb for the "How can I" tab), `land` (the Lens view that makes the point) and `look` (what to look at).
 STEPS = [
     dict(title="1. Token by token is slow",
-         text="A language model writes one token per forward pass, and every pass reads the whole network. "
-              "Moving the weights, not the arithmetic, sets a pass's cost, so a pass over many tokens costs little "
-              "more than over one (the benchmark measured it: right). EAGLE spends that room checking drafted "
-              "tokens.",
+         text="A language model writes one token per forward pass, and each pass reads all its weights. Reading "
+              "weights, not arithmetic, sets the cost, so a pass over many tokens costs little more than over one "
+              "(measured: right). EAGLE spends that room.",
          more="To write 100 tokens the model reads its weights 100 times, one pass after the other. The figure is "
               "the table the benchmark (`python -m eagle_core.bench.sets`) records before it times anything "
               "(eagle_core/bench/pass_cost.py): one "
@@ -41,18 +40,18 @@ STEPS = [
          look="the tree shape fitted fastest on this CPU ({preset}). Press Race (under Statistics): plain "
               "decoding and EAGLE on the same prompt, timed."),
     dict(title="2. The draft tree",
-         text="A tiny draft head (one transformer layer) guesses a tree of next tokens: the root is the last token "
-              "written, each branch a possible continuation. Each box says what the check did: ✓ kept, ✗ rejected, "
-              "· not reached (its parent was not kept). A paler box is a guess the head was less sure of.",
+         text="A tiny draft head (one transformer layer) guesses a tree of next tokens, rooted at the last token "
+              "written. Each box says what the check did: ✓ kept, ✗ rejected, · not reached. A paler box is a less "
+              "sure guess.",
          more="Colours: kept green, rejected red-orange, not reached grey. Within the ✗ and · boxes a paler fill is "
               "a lower draft probability q; hover a node for its q.",
          view="tree", preset=dict(), opens=dict(), tab="lens", land="tree",
          look="the lesson's static tree ({preset}), on the cycle the walkthrough showed. Step decodes the next "
               "cycle live."),
     dict(title="3. One pass checks the whole tree",
-         text="The target reads every drafted token in a single forward pass. The tree attention mask lets each "
-              "token see only the prompt and its own ancestors, so the branches do not mix. Hover a node or a "
-              "row: the mask's row and the tree's path light up together.",
+         text="The target reads every drafted token in one forward pass. The tree attention mask lets each token "
+              "see only the prompt and its own ancestors, so the branches do not mix. Hover a node or a row: both "
+              "light up.",
          more="Row = the query token, column = the key it may see; ✓ marks pairs on the accepted path. Every row "
               "also sees all the committed tokens before the tree. “Open these settings” decodes a bigger, "
               "dynamic (EAGLE-2) tree, all of it checked in one pass, and opens its mask in the Lens.",
@@ -61,9 +60,9 @@ STEPS = [
          look="a dynamic (EAGLE-2) tree of 24 drafted tokens: the “Tree attention mask” below shows all of them "
               "checked in one pass."),
     dict(title="4. Lossless acceptance",
-         text="A drafted token is kept only if the target agrees: at T = 0, only if it is the target's own top "
-              "choice. At the first disagreement the target's own token is used, so the text is exactly what the "
-              "target alone writes. Above T = 0 a coin-flip test keeps that guarantee: “Draw both” shows it.",
+         text="A drafted token is kept only if the target agrees (at T = 0: it is the target's top choice). At the "
+              "first disagreement the target's own token goes in, so the text is exactly the target's. Above T = 0 "
+              "a coin-flip test keeps that: “Draw both” shows it.",
          more="If everything matched, the target adds one more token of its own (a bonus). The figure shows the "
               "node the target rejected: the draft's q against the target's p. “Draw both” samples a thousand "
               "first tokens of an EAGLE cycle at T = 0.8 and a thousand plain samples from the target, and lays "
@@ -72,10 +71,9 @@ STEPS = [
          look="the lesson's tree at T = 0, on the cycle shown: the node the target rejected, its q beside the "
               "target's p."),
     dict(title="5. Feature uncertainty and the shifted token",
-         text="After “How can I” the next feature depends on which word is sampled next, and a head that does not "
-              "see that word (unshifted, ✕) makes one guess for all branches. EAGLE feeds the head the sampled "
-              "token (shifted), so each guess (◇) moves toward its own branch's real feature (●). The bars: the draft "
-              "probability each guess gives the token the target says next.",
+         text="After “How can I” the next feature depends on the word sampled next; a head that does not see it "
+              "(unshifted, ✕) makes one guess for all branches. EAGLE's shifted head sees it, so each guess (◇) "
+              "moves toward its branch's real feature (●). The bars measure what that buys.",
          more="The head predicts the target's internal feature, not just a token. The arrows in the plane show the "
               "move (a 2-D picture, not to scale); the bars measure what it buys in the draft, and the note in "
               "tokens: real EAGLE cycles with each head. “Open these settings” opens the "
@@ -83,10 +81,9 @@ STEPS = [
          view="ambiguity", preset=dict(), opens=dict(shifted=False), tab="amb", land="amb",
          look="the “How can I” tab: the shifted and the unshifted head on any prefix."),
     dict(title="6. Tree vs chain",
-         text="A chain drafts one guess per level: one miss early and the rest is wasted. A tree keeps runner-up "
-              "guesses, so when the top guess is wrong the second may still be kept: the cycle shown took a "
-              "runner-up where a chain would have stopped. Beside it, the measured share of cycles that kept "
-              "0, 1, 2… tokens, chain against tree.",
+         text="A chain drafts one guess per level: one early miss wastes the rest. A tree keeps runner-up guesses, "
+              "so a wrong top guess can be rescued: the cycle shown took a runner-up where a chain would have "
+              "stopped. Beside it, the share of cycles that kept 0, 1, 2… tokens, chain against tree.",
          more="The measured runs are the Paper lab's: a chain of 5 and the lesson's tree of 5 drafted tokens, on "
               "the same prompts (“Show it live” decodes this prompt both ways instead). “Open these settings” "
               "opens the Lens with the chain, to Step or Run beside what the tree did here.",
@@ -94,9 +91,9 @@ STEPS = [
          look="a chain of 5: one guess per level. Step or Run, then compare its τ with the tree's (step 6's "
               "figure)."),
     dict(title="7. Temperature",
-         text="Above T = 0 a drafted token x, drawn from the draft's q, is kept with probability min(1, p(x)/q(x)). "
-              "When every sibling is rejected the correction is drawn from the residual max(0, p − q), normalised. "
-              "So the output is distributed exactly as the target's own samples (step 4 draws both).",
+         text="Above T = 0 a drafted token x, drawn from q, is kept with probability min(1, p(x)/q(x)); when every "
+              "sibling is rejected the correction is drawn from max(0, p − q), normalised. Kept min(q, p) plus "
+              "corrected max(0, p − q) is p: exactly the target's law.",
          more="After a rejection the next sibling faces the same test against what is left: p′ = max(0, p − q) "
               "normalised, and q′ = q without the rejected token. EAGLE-2's top-k children, not drawn from q, are "
               "kept with probability p′(x) instead. The figure shows one rejected node with its test's numbers "
