@@ -13,7 +13,7 @@ from eagle_core.serving.rounds import job_turn
 from eagle_core.serving.shared import DONE, MINE, SharedResults
 from eagle_core.serving.turns import queue_note
 
-from .common import TRACE, Settings, clamp_note, limit_slider, typed_note, unexpected
+from .common import TRACE, Settings, clamp_note, limit_slider, say_typed_value, unexpected
 
 INTRO = ("The draft head predicts the target's **feature**. After “How can I” the next feature depends on which "
          "token gets sampled (a *branch*: “use”, “create”…). The **unshifted** head sees only (f_I, e(I)) and "
@@ -105,8 +105,7 @@ class AmbiguityTab:
                                           elem_id="el-amb-eagle3")
                 self.button = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
             self.msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
-            self.branches.input(typed_note("branches"), [self.branches, self.msg], [self.msg], queue=False,
-                                show_progress="hidden", trigger_mode="always_last", api_visibility="private")
+            say_typed_value(self.branches, "branches", self.msg)
             a0 = (TRACE or {}).get("ambiguity")
             self.rec = gr.State(a0)
             self.headline = gr.HTML(views.ambiguity_headline(a0), elem_id="el-amb-headline")

@@ -203,9 +203,15 @@ def limit_slider(name: str, value, step=1, label: str | None = None, note=None, 
     sl.input(slider_note(name, kw.get("info")), [sl], [sl], queue=False, show_progress="hidden",
              trigger_mode="always_last", api_visibility="private")
     if note is not None:
-        sl.input(typed_note(name), [sl, note], [note], queue=False, show_progress="hidden",
-                 trigger_mode="always_last", api_visibility="private")
+        say_typed_value(sl, name, note)
     return sl
+
+
+def say_typed_value(slider: gr.Slider, name: str, note) -> None:
+    """Wire `note` (a Markdown where the user looks) to say when a number typed into `slider` is out of range
+    (typed_note); for a slider whose note is built after it."""
+    slider.input(typed_note(name), [slider, note], [note], queue=False, show_progress="hidden",
+                 trigger_mode="always_last", api_visibility="private")
 
 
 def kept_note(note: str, current) -> str:

@@ -56,7 +56,8 @@ def test_byte_pieces_are_named_by_their_bytes(url, monkeypatch):
     import tabs.law as tab
     from eagle_core.serving.loading import MODEL
     target, _ = MODEL.require()
-    pieces = [t for t in range(target.vocab_size) if len(target.token_bytes(t)) == 1 and target.token_bytes(t)[0] >= 0x80]
+    pieces = [t for t in range(target.vocab_size)
+              if len(target.token_bytes(t)) == 1 and target.token_bytes(t)[0] >= 0x80]
     assert len(pieces) >= 3
     p = torch.full((target.vocab_size,), 0.1 / target.vocab_size)
     p[pieces[:3]] += 0.3

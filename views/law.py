@@ -31,7 +31,8 @@ def law_sentence(rec: dict) -> str:
     return (f"{n:,} draws each at T = {rec['temperature']:g}"
             + (f", top-p {rec['top_p']:g}" if rec["top_p"] < 1 else "")
             + f": EAGLE's first token ({how}) and plain sampling from p {agree} "
-            f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}). " + p_value_meaning(rec))
+            f"(χ² = {rec['chi2']:.1f} on {rec['dof']} degrees of freedom, p-value {pv:.3g}). "
+            + p_value_meaning(rec))
 
 
 def p_value_meaning(rec: dict) -> str:

@@ -1,7 +1,6 @@
 """Draft q vs target p: for a chosen node, along the accepted path, and the bonus/correction distribution."""
 from __future__ import annotations
 
-
 import plotly.graph_objects as go
 
 from .common import (ACCEPTED, BONUS, CORRECTION, DRAFT_PATTERN, DRAFT_Q, REJECTED, STATUS_GLYPHS, TARGET_P, as_dict,

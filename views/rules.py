@@ -70,7 +70,8 @@ def exactness_sentence(node: dict) -> str | None:
     tok = f"“{esc(show_token(node.get('text'), 16))}”"   # HTML: the page and Plotly's titles
     law = f"{pp} {_tenths(p):.1f}%" + (" (the law the earlier rejections left)" if k else ", the target's own")
     if rule == "target":
-        return f"Exact: {tok} comes out kept {_tenths(p):.1f}% + corrected 0% (a rejected draft is never the correction) = {law}"
+        return (f"Exact: {tok} comes out kept {_tenths(p):.1f}% + corrected 0% (a rejected draft is never the "
+                f"correction) = {law}")
     kept = _tenths(min(p, q))
     corrected = max(0.0, _tenths(p) - kept) if p > q else 0.0
     return (f"Exact: {tok} comes out kept min({qq}, {pp}) = {kept:.1f}% + corrected max(0, {pp} − {qq}) = "

@@ -160,7 +160,8 @@ def text_html(records, upto: int | None = None, prompt: str | None = None, notic
             title += f"; the chat template's {text.strip()} token" + (": the model ends its answer here"
                                                                       if name == "end of answer" else "")
         tail = "\n" if vis.endswith("\n") else ""    # the line break after the span: the ★ / ◆ mark stays on its line
-        body.append(f"<span class='el-tok el-{kind}{' el-end' if name else ''}' data-cycle='{cyc}' data-node='{node}' data-kind='{kind}' "
+        end = " el-end" if name else ""
+        body.append(f"<span class='el-tok el-{kind}{end}' data-cycle='{cyc}' data-node='{node}' data-kind='{kind}' "
                     f"title='{esc_attr(title)}'>{vis[:len(vis) - len(tail)]}</span>{tail}")
     if open_cycle is not None:
         body.append("</span>")

@@ -5,11 +5,12 @@ makes them -- the head's children of the root drawn from its warped q without re
 decoding/draft.py draws them), tested one by one against the target's warped p by the engine's own rule
 (`sampling.verify_children`: keep x with probability min(1, p'(x)/q'(x)); else p' becomes max(0, p' - q')
 normalised, x leaves q', next child; all rejected: one draw from that residual) -- and N draws of plain sampling
-from p, and tests whether the two samples come from one law (chi-square test of homogeneity); beside it, the same test
-of a second plain sample against the first, which come from one law by construction: the scale a p-value is read on. Only the root's
-level is simulated: deeper levels repeat the same rule on the same argument, and the first token is what the
-student sees change with the temperature. Dynamic (EAGLE-2) trees choose their children by rank, not by sampling:
-their root children are q's top-k, tested by the target rule (keep x with probability p'(x), else p'(x) <- 0).
+from p, and tests whether the two samples come from one law (chi-square test of homogeneity); beside it, the same
+test of a second plain sample against the first, which come from one law by construction: the scale a p-value is
+read on. Only the root's level is simulated: deeper levels repeat the same rule on the same argument, and the first
+token is what the student sees change with the temperature. Dynamic (EAGLE-2) trees choose their children by rank,
+not by sampling: their root children are q's top-k, tested by the target rule (keep x with probability p'(x), else
+p'(x) <- 0).
 
 p and q are the target's and the head's at that position: one target pass over the text, one head forward
 (`root_dists`). Pure tensors in, a plain record out (`asdict` gives JSON) for views/law.py.

@@ -22,9 +22,10 @@ order. Each output is the same sequence of operations whatever other rows share 
 count (threads split output features, not sums): row-independent by construction, and probed like the others.
 
 The kernel is C++ built with torch.utils.cpp_extension (a C++ compiler and ninja are needed; ~30 s of CPU) by
-setup.sh (`python -m eagle_core.model.gguf_blocks`), else at first use, and cached in ~/.cache/eagle-lens/kernels. Where it cannot be built, `kernel()` says why and the plan keeps
-the fp32 kernels. It is built with -march=native and has three paths, chosen at compile time, that give the same
-bits (the same fma per column, in column order; tests/test_gguf_blocks.py builds the others and compares):
+setup.sh (`python -m eagle_core.model.gguf_blocks`), else at first use, and cached in ~/.cache/eagle-lens/kernels.
+Where it cannot be built, `kernel()` says why and the plan keeps the fp32 kernels. It is built with -march=native
+and has three paths, chosen at compile time, that give the same bits (the same fma per column, in column order;
+tests/test_gguf_blocks.py builds the others and compares):
 `kernel().vector_path()` says which one runs
 
   avx512    AVX-512F: a panel of 16 outputs is one 512-bit vector
