@@ -40,6 +40,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from eagle_core.bench.host_pass import host_pass_ms  # noqa: E402  (the unit the targets are stated in)
+
 PROMPTS = [
     "Explain how a bicycle works.",
     "Write a short poem about the sea.",
@@ -153,31 +155,6 @@ def compare(got: list, got_finished, ref: dict) -> int | None:
     if first is None and len(got) != len(want) and "eos" not in (got_finished, ref.get("finished")):
         first = n
     return first
-
-
-# ----------------------------------------------------------------------------- the host
-def host_pass_ms(prefix: int = 256, reps: int = 20) -> float:
-    """This host's pass, the unit the load test's targets are stated in (hosts here differ ~4x): transformers'
-    own forward of the embedded target (fp32, plain nn.Linear layers: no kernel plan, no packing, no lean
-    forward), one token over a 256-token cache; the best of `reps`."""
-    import torch
-    from transformers import DynamicCache
-    from eagle_core.model.target import load_target
-    target = load_target(None, device="cpu", dtype=torch.float32, pack=False, kernels="fp32")
-    model = target.model
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(100, 20000, (1, prefix + 1), generator=g)
-    best = float("inf")
-    with torch.inference_mode():
-        cache = DynamicCache()
-        model(input_ids=ids[:, :prefix], past_key_values=cache, use_cache=True)
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            model(input_ids=ids[:, prefix:], past_key_values=cache, use_cache=True)
-            best = min(best, time.perf_counter() - t0)
-            cache.crop(-1)                           # back to the 256-token prefix
-    del target, model
-    return best * 1e3
 
 
 def in_passes(actions: dict, host_ms: float | None) -> dict:
