@@ -117,6 +117,14 @@ def side_of(i):
     return side_figure(i, (t or {}).get("records", []), *lab_runs(LAB))
 
 
+def share(fig) -> int:
+    """A figure's share of the deck's width beside another (gr.Plot's scale): a tree's tokens need the room, so a
+    tree takes 4 parts to the other figure's 3 (issue 50.5: at 1280x720 in presenter type, half the width cut
+    step 6's runner-up to "␣…")."""
+    anns = getattr(getattr(fig, "layout", None), "annotations", None) or ()
+    return 4 if any(str(getattr(a, "name", "") or "").startswith("node-") for a in anns) else 3
+
+
 def figure_label(msg: str):
     """The figure's label from the note beside it, which says what the figure shows: a recorded run, a live one
     (the same-law draws are live), or nothing yet (a progress or error note leaves the label as it is: the
@@ -149,7 +157,7 @@ class WalkthroughTab:
                                      elem_id="el-walk-steps", scale=0, min_width=300)
                 self.next = gr.Button("Next ▶", elem_id="el-walk-next", scale=0, min_width=104)
             self.fig = gr.Plot(fig0, label=figure_label(msg0) or NOTHING, elem_id="el-walk-fig",
-                               elem_classes=["el-fill"], render=False)
+                               elem_classes=["el-fill"], render=False, scale=share(fig0))
             self.msg = gr.Markdown(msg0, elem_id="el-walk-note", render=False)   # the figure in words
             with gr.Row(elem_id="el-walk-deck", equal_height=False):
                 with gr.Column(scale=3, min_width=300, elem_id="el-walk-left"):
@@ -169,7 +177,7 @@ class WalkthroughTab:
                     with gr.Row(elem_id="el-walk-figs"):
                         side0 = side_of(0)
                         self.side = gr.Plot(side0, visible=side0 is not None, label="Beside it", show_label=False,
-                                            elem_id="el-walk-side", elem_classes=["el-fill"])
+                                            elem_id="el-walk-side", elem_classes=["el-fill"], scale=share(side0))
                         self.fig.render()
         return self
 
@@ -177,8 +185,9 @@ class WalkthroughTab:
         i = int(i or 0)
         md, fig, msg = select(i)
         side = side_of(i)
-        return {self.md: md, self.fig: fig, self.msg: msg, self.count: step_counter(i),
-                self.side: gr.update(value=side, visible=side is not None),
+        return {self.md: md, self.fig: gr.update(value=fig, scale=share(fig)), self.msg: msg,
+                self.count: step_counter(i),
+                self.side: gr.update(value=side, visible=side is not None, scale=share(side)),
                 self.more: step_details(i, DEFAULT_PRESET),
                 self.law_box: gr.update(visible=STEPS[i]["title"].startswith("4.")),
                 self.prev: gr.update(interactive=i > 0), self.next: gr.update(interactive=i < len(STEPS) - 1)}

@@ -123,3 +123,92 @@ def test_a_phone_stacks_the_deck_and_keeps_prev_next_on_screen(server):  # noqa:
             page.evaluate("() => window.scrollTo(0, 0)")
         page.screenshot(path=os.path.join(ARTIFACTS, "deck_390_step7.png"), full_page=True)
         browser.close()
+
+
+# Issue 50, points 1 and 5: with presenter mode off the text column wrapped past the window's height into a second
+# column under the figure (the note and the "More" fold hidden behind it), the page's header left the figure ~320 px
+# at 1280x720 (step 4's and 7's bars ~60 px tall), presenter type cut the trees' tokens to "␣…", and on a phone the
+# plot's toolbar covered the figure's title.
+SEEN_JS = """() => {   // the note and the More fold: inside the window, and what is drawn at their centre is theirs
+  const out = {};
+  for (const s of ['#el-walk-note', '#el-walk-more']) {
+    const e = document.querySelector(s), r = e.getBoundingClientRect();
+    const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+    out[s] = {t: r.top, b: r.bottom, l: r.left, r: r.right, h: r.height,
+              mine: !!top && e.contains(top), at: top ? (top.id || String(top.className.baseVal ?? top.className)) : null};
+  }
+  return out;
+}"""
+# the figure's plot areas (a subplot's drag rectangle is its plotting area): the tallest one, px
+PLOT_AREA_JS = """() => Math.max(0, ...[...document.querySelectorAll('#el-walk-fig .nsewdrag')]
+  .map((e) => e.getBoundingClientRect().height))"""
+NODES_JS = """() => [...document.querySelectorAll('#el-walk-deck .js-plotly-plot')].flatMap((el) =>
+  [...el.querySelectorAll('g.annotation')].filter((g) =>
+    ((el.layout.annotations || [])[+g.getAttribute('data-index')] || {}).name?.startsWith('node-'))
+  .map((g) => { const t = g.querySelector('text');
+    return {text: t.textContent, px: parseFloat(t.style.fontSize || getComputedStyle(t).fontSize)}; }))"""
+SCREENS = [(1280, 720, False), (1280, 720, True), (1440, 900, False), (1440, 900, True)]
+
+
+def each_step(page):
+    for k in range(1, STEPS + 1):
+        if k > 1:
+            page.locator("#el-walk-next").click()
+            wait_step(page, k)
+        yield k
+
+
+@pytest.mark.parametrize("width,height,presenter", SCREENS,
+                         ids=[f"{w}x{h}-{'presenter' if p else 'plain'}" for w, h, p in SCREENS])
+def test_every_step_shows_its_note_its_more_fold_a_full_figure_and_whole_tokens(server, width, height,  # noqa: F811
+                                                                                 presenter):
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    mode = "presenter" if presenter else "plain"
+    with playwright_api.sync_playwright() as p:
+        browser, page = open_deck(p, server, width, height, presenter=presenter)
+        for k in each_step(page):
+            if k in (3, 4, 6, 7):
+                page.screenshot(path=os.path.join(ARTIFACTS, f"deck_{width}x{height}_{mode}_step{k}.png"))
+            assert page.evaluate("() => window.scrollY") == 0, k
+            for sel, b in page.evaluate(SEEN_JS).items():
+                assert b["t"] >= 0 and b["b"] <= height + 1 and b["l"] >= 0 and b["r"] <= width + 1, (k, sel, b)
+                assert b["mine"], (k, sel, "covered by", b["at"], b)
+                if sel == "#el-walk-note":
+                    assert b["h"] >= 40, (k, "the note shows at least two lines", b)
+            fig = page.locator("#el-walk-fig .js-plotly-plot").bounding_box()
+            assert fig["height"] >= 0.55 * height, (k, "the figure takes the screen's height", fig)
+            # the plot itself not squashed to a strip (steps 4 and 7 had bars ~60 px tall); beside a second figure
+            # (steps 3 and 6) a heatmap's square cells are bounded by the half width it has
+            two = page.locator("#el-walk-side .js-plotly-plot").is_visible()
+            assert page.evaluate(PLOT_AREA_JS) >= (0.15 if two else 0.2) * height, (k, "the plot squashed to a strip")
+            for node in page.evaluate(NODES_JS):   # a tree's tokens whole, in type a class can read
+                assert "…" not in node["text"], (k, "a token cut short", node)
+                assert node["px"] >= (13.5 if presenter else 12), (k, "a token in type too small to read", node)
+        browser.close()
+
+
+MODEBAR_JS = """() => [...document.querySelectorAll('#el-walk-deck .js-plotly-plot')].filter((el) => el.offsetParent)
+  .map((el) => { const bar = el.querySelector('.modebar'), title = el.querySelector('.g-gtitle text.gtitle');
+    const box = (e) => { if (!e) return null; const r = e.getBoundingClientRect();
+      return r.width > 0 ? {t: r.top, b: r.bottom, l: r.left, r: r.right} : null; };
+    return {id: el.closest('[id]').id, bar: box(bar), title: box(title)}; })"""
+
+
+def test_a_phone_keeps_the_plot_toolbar_off_the_figures_titles(server):  # noqa: F811
+    with playwright_api.sync_playwright() as p:
+        browser, page = open_deck(p, server, 390, 844, presenter=False)
+        titled = 0
+        for k in each_step(page):
+            for f in page.evaluate(MODEBAR_JS):
+                if not (f["bar"] and f["title"]):
+                    continue
+                titled += 1
+                a, b = f["bar"], f["title"]
+                ox = min(a["r"], b["r"]) - max(a["l"], b["l"])
+                oy = min(a["b"], b["b"]) - max(a["t"], b["t"])
+                assert ox <= 0 or oy <= 0, (k, f["id"], "the toolbar covers the title", f)
+            if k in (3, 4, 6, 7):
+                page.locator("#el-walk-fig").scroll_into_view_if_needed()
+                page.screenshot(path=os.path.join(ARTIFACTS, f"deck_390_step{k}_figure.png"))
+        assert titled >= 5, "the deck's figures have titles and toolbars to compare"
+        browser.close()

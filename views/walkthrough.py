@@ -386,10 +386,22 @@ CSS = """
 #el-walk-count {flex: 1 1 auto; min-width: 0;} #el-walk-count p {margin: 0; font-size: 20px; line-height: 1.3;}
 /* presenter mode on the walkthrough: the model banner folds away, the deck gets the screen */
 body.el-presenter:has(#el-walk-button[aria-selected="true"]) #el-banner {display: none;}
+/* ... and so on a window a projector's height (720 px, or up to 820) in either mode: the header's description and
+   the banner fold away, else the figure kept ~320 px of a 720 px screen
+   (a rule in a media query is read inside the page's container, so a `div` in it holds the tab and the header) */
+@media (min-width: 641px) and (max-height: 820px) {
+  div:has(#el-walk-button[aria-selected="true"]) #el-banner,
+  div:has(#el-walk-button[aria-selected="true"]) #el-title p {display: none;}
+}
 #el-walk-steps {flex: 0 0 auto; width: auto !important;} #el-walk-steps .wrap {gap: 4px; flex-wrap: nowrap;}
 #el-walk-steps label {padding: 4px 10px !important; min-width: 0;}
 #el-walk-deck {gap: 12px; margin-top: 6px;}
-#el-walk-left {gap: 8px; max-height: var(--el-deck-h, none); overflow-y: auto;}
+/* the text column holds its parts in one column: a Gradio column wraps, and what passed the screen's height went
+   into a second column under the figure (the note and the More fold hidden, issue 50.1); the note gives way first,
+   scrolling itself, so the More fold stays on screen */
+#el-walk-left {gap: 8px; max-height: var(--el-deck-h, none); overflow-y: auto; flex-wrap: nowrap !important;}
+#el-walk-left > * {flex-shrink: 0;}
+#el-walk-left > #el-walk-note {flex: 0 1 auto; min-height: 3.3em;}
 #el-walk-text h2 {margin: 0 0 6px 0; font-size: 24px; line-height: 1.25;}
 #el-walk-text p {font-size: 18px; line-height: 1.5; margin: 0;}
 #el-walk-actions {gap: 8px; flex-wrap: nowrap;} #el-walk-actions > button {min-width: 0; padding: 6px 8px;}
@@ -419,5 +431,8 @@ body.el-presenter #el-walk-note, body.el-presenter #el-walk-note p {font-size: 1
   #el-walk-deck {flex-wrap: wrap;} #el-walk-deck > * {min-width: 100% !important;}
   #el-walk-figs {flex-wrap: wrap;} #el-walk-figs > * {min-width: 100% !important;}
   #el-walk-note {max-height: none;}
+  /* the plot's toolbar in a strip of its own above the figure, not over its title (issue 50.5) */
+  #el-walk-deck .js-plotly-plot {margin-top: 30px;}
+  #el-walk-deck .js-plotly-plot .modebar-container {top: -30px !important;}
 }
 """

@@ -25,6 +25,11 @@ const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.
 const NODE_GAP = 4;
 const near = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > -NODE_GAP && Math.min(a.b, b.b) - Math.max(a.t, b.t) > -NODE_GAP;
 const NODE_MIN_CHARS = 4, NODE_MIN_FONT = 0.6;   // how far node labels are cut and their type shrunk
+const NODE_READ_PX = 15;   // a deck's node labels shrink to this size (px) before their tokens are cut
+const nodeFontFloor = (el, o) => {   // the node type's factor at which the smallest node label is NODE_READ_PX
+  const px = Math.min(...o.ann.filter((a) => a.node).map((a) => a.font * scaleNow(el)));
+  return px > 0 && px < Infinity ? Math.min(1, NODE_READ_PX / px) : 1;
+};
 // node boxes (the tree's labels) that collide: boxes in different rows call for taller rows (the plot's growth,
 // px); boxes side by side in one row, or a box cut at the figure's edge, for narrower boxes (crowded)
 const nodeRoom = (nodes, w, plotH) => {
@@ -90,7 +95,13 @@ const settle = async (el, o, H0, sig) => {
     const tight = room.grow > 0 && fillHeight(el);
     if (!tight) grow = Math.max(grow, room.grow);
     let cut = 0, shrink = 0;
-    if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
+    // a deck's tree (a projector's type) first takes smaller type, down to what a class still reads, and only then
+    // cuts its tokens: a whole token in smaller type reads, "␣…" does not (issue 50.5)
+    const deckFont = fillHeight(el) && room.crowded && (o.nodeLimit || 14) >= 14 ? nodeFontFloor(el, o) : 0;
+    if (deckFont && (o.nodeFont || 1) > deckFont + 1e-6) {
+      o.nodeFont = Math.max(deckFont, (o.nodeFont || 1) - 0.1);
+      shrink = o.nodeFont;
+    } else if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
       o.nodeLimit = Math.max(NODE_MIN_CHARS, (o.nodeLimit || 14) - 3);
       cut = o.nodeLimit;
     } else if ((room.crowded || tight) && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
