@@ -31,6 +31,10 @@ body.el-presenter #el-status, body.el-presenter #el-beat {font-size: 21px;}
 .el-text {max-height: max(190px, calc(100vh - 575px));}
 #el-tree g.annotation.el-hl rect {stroke: #111 !important; stroke-width: 4px !important; stroke-dasharray: 7 3;
                                   fill: #ffd54a !important;}
+/* a Play beat's figure has no node boxes: the node's marker gets the dashed outline, its label a yellow halo */
+#el-tree path.point.el-hl {stroke: #111 !important; stroke-width: 4px !important; stroke-dasharray: 5 3;}
+#el-tree g.textpoint.el-hl text {paint-order: stroke; stroke: #ffd54a !important; stroke-width: 9px !important;
+                                 stroke-linejoin: round;}
 body.el-presenter #el-presenter label span {font-size: 15px !important;}
 body.el-presenter #el-title h1 {font-size: 30px; margin: 0;}
 body.el-presenter #el-header {padding: 0; min-height: 0;}

@@ -45,6 +45,17 @@ const compactLabels = (gd, data, layout, steps) => {
     steps.forEach((st) => { const d = st.data[i]; if (d && Array.isArray(d.text)) d.text = d.text.map(cut); });
   });
 };
+// plotly drops a scatter point's <text> when its label is empty, and an animation frame (redraw: false) then drops
+// the point's text group and never makes a new one: a label that appears within a beat (hidden or just placed, then
+// its token) showed only when the next beat's figure was drawn (issue 50.4). An empty label is a zero-width space
+// instead: the same blank on the screen, its <text> kept, so each frame's labels are drawn in that frame.
+const BLANK = '\u200b';
+const keepLabels = (data, steps) => data.forEach((t, i) => {
+  if (typeof t.mode !== 'string' || !t.mode.includes('text')) return;
+  const fill = (d) => { if (d && Array.isArray(d.text)) d.text = d.text.map((x) => (x === '' ? BLANK : x)); };
+  fill(t);
+  steps.forEach((st) => fill(st.data[i]));
+});
 const intoView = () => {   // the caption and the tree on the screen, if they fit: scroll as little as that takes
   const tree = document.querySelector('#el-tree'), cap = document.querySelector('#el-beat');
   if (!tree || !cap) return;
@@ -84,6 +95,7 @@ const beatsWrapped = () => {
     const steps = beatSteps(data, layout);
     if (!steps) return react.apply(this, arguments);
     compactLabels(gd, data, layout, steps);
+    keepLabels(data, steps);
     data.forEach((t, i) => mergeInto(t, steps[0].data[i]));   // the beat's first state; the figure as sent is its last
     const r = react.apply(this, arguments);
     Promise.resolve(r).then(() => {

@@ -58,6 +58,21 @@ const tokensOf = (cyc, node) => {
   }
   return [...document.querySelectorAll(`.el-text .el-tok[data-cycle="${cyc}"][data-node="${node}"]`)];
 };
+// a Play beat's figure (views/beats.py) has no node boxes: its nodes are the markers and labels of its "nodes"
+// trace (customdata: the node), the target's token those of "target's token"; the node's marker and label, or []
+const beatPoint = (el, node) => {
+  const data = el.data || [];
+  const t = data.findIndex((d) => (node === 'b' ? d.name === "target's token"
+    : d.name === 'nodes' && Array.isArray(d.customdata)));
+  if (t < 0 || !(el.layout && el.layout.meta && el.layout.meta.el_steps)) return [];
+  const k = node === 'b' ? 0 : data[t].customdata.findIndex((c) => String(c) === String(node));
+  const scatter = data.slice(0, t).filter((d) => (d.type || 'scatter') === 'scatter').length;
+  const g = el.querySelectorAll('.scatterlayer g.trace')[scatter];
+  if (!g || k < 0) return [];
+  const at = (sel) => [...g.querySelectorAll(sel)].filter((e, j) => (e.__data__ && e.__data__.i !== undefined
+    ? e.__data__.i : j) === k);
+  return [...at('path.point'), ...at('g.textpoint')];
+};
 const relight = () => {
   document.querySelectorAll('.el-hl, .el-hl-cyc').forEach((e) => e.classList.remove('el-hl', 'el-hl-cyc'));
   const on = hover || sel;
@@ -71,6 +86,7 @@ const relight = () => {
   document.querySelectorAll('#el-tree .js-plotly-plot').forEach((el) => {
     const i = annIndex(el, on.node);
     if (i >= 0) el.querySelectorAll(`g.annotation[data-index="${i}"]`).forEach((g) => g.classList.add('el-hl'));
+    else beatPoint(el, on.node).forEach((g) => g.classList.add('el-hl'));
   });
 };
 document.addEventListener('mouseover', (ev) => {
