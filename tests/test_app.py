@@ -535,7 +535,7 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles, host_pass_s):
     behind is over (a stopped Run does not wait for its turn first), never runs a cycle, and the first Run goes
     on."""
     from eagle_core.serving.rounds import LOOP
-    slow_cycles[0] = queued_cycle_s(host_pass_s)             # a's cycles: b's turn is that far away (its note after 1 s)
+    slow_cycles[0] = queued_cycle_s(host_pass_s)             # a's cycles: b's turn that far away (its note after 1 s)
     allowed = STOP_QUEUED_PASSES * host_pass_s
     a, b = Client(url, verbose=False), Client(url, verbose=False)
     job_a = a.submit(PROMPT, True, *cfg(max_new=60, shape="Chain", depth=1), api_name="/run")
@@ -556,7 +556,8 @@ def test_stop_while_waiting_for_the_model(url, slow_cycles, host_pass_s):
         job_b.result()
         took = time.time() - t0
         print(f"\n[timing] queued Run's Stop: {took:.2f} s = {took / host_pass_s:.1f} host passes of "
-              f"{1e3 * host_pass_s:.0f} ms (allowed {STOP_QUEUED_PASSES}; the other Run's cycle {slow_cycles[0]:.1f} s)")
+              f"{1e3 * host_pass_s:.0f} ms (allowed {STOP_QUEUED_PASSES}; the other Run's cycle "
+              f"{slow_cycles[0]:.1f} s)")
         assert "Stopped" in job_b.outputs()[-1][8] and took < allowed, \
             f"Stop took {took:.2f} s while queued, {took / host_pass_s:.1f} host passes (allowed " \
             f"{STOP_QUEUED_PASSES}; a cycle of the other Run takes {slow_cycles[0]:.1f} s)"
@@ -754,7 +755,8 @@ def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles, host_pass_s):
         job_b.result()
         took = time.time() - t0
         print(f"\n[timing] queued Step's Stop: {took:.2f} s = {took / host_pass_s:.1f} host passes of "
-              f"{1e3 * host_pass_s:.0f} ms (allowed {STOP_QUEUED_PASSES}; the other Run's cycle {slow_cycles[0]:.1f} s)")
+              f"{1e3 * host_pass_s:.0f} ms (allowed {STOP_QUEUED_PASSES}; the other Run's cycle "
+              f"{slow_cycles[0]:.1f} s)")
         assert "Stopped" in str(job_b.outputs()[-1][8]) and took < allowed, \
             (f"{took:.2f} s = {took / host_pass_s:.1f} host passes, allowed {STOP_QUEUED_PASSES}",
              [o[8] for o in job_b.outputs()][-2:])
