@@ -195,24 +195,30 @@ class LensTab:
         self.cards = gr.HTML(first["cards"], elem_id="el-cards")
         with gr.Accordion("Settings: temperature, tree or chain, shifted tokens, tree size, top-p, seed, max new "
                           "tokens, example prompts", open=False, elem_id="el-settings"):
-            self.temperature = limit_slider("temperature", 0, step=0.05, note=self.input_note, label="Temperature (0 = greedy)")
-            self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape")
+            self.temperature = limit_slider("temperature", 0, step=0.05, note=self.input_note, label="Temperature (0 = greedy)",
+                                            elem_id="el-set-temperature")
+            self.shape = gr.Radio(["Tree", "Chain"], value="Tree", label="Draft shape", elem_id="el-set-shape")
             self.tree_kind = gr.Radio(["static (EAGLE-1)", "dynamic (EAGLE-2)"], value="static (EAGLE-1)",
-                                      label="Tree")
-            self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True)
+                                      label="Tree", elem_id="el-set-tree")
+            self.shifted = gr.Checkbox(label="Shifted tokens (EAGLE head; off = unshifted ablation)", value=True,
+                                       elem_id="el-set-shifted")
             with gr.Accordion("Run this head in vLLM", open=False, elem_id="el-vllm-acc"):
                 self.vllm_note = gr.Markdown(vllm_commands_md(True), elem_id="el-vllm")
             self.shifted.change(vllm_commands_md, [self.shifted], [self.vllm_note], queue=False,
                                 show_progress="hidden", api_visibility="private")
-            self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset",
+            self.preset = gr.Dropdown(PRESETS, value=DEFAULT_PRESET, label="Static tree preset", elem_id="el-set-preset",
                                       info=f"{DEFAULT_PRESET}: a tree to learn from; smollm2-cpu: the fastest "
                                            "fitted shape on the dev CPU (a chain there)")
-            self.depth = limit_slider("depth", 5, note=self.input_note, label="Depth (chain / dynamic)")
-            self.top_k = limit_slider("top_k", 6, note=self.input_note, label="Top-k per node (dynamic)")
-            self.total_tokens = limit_slider("total_tokens", 24, note=self.input_note, label="Total tokens (dynamic)")
-            self.top_p = limit_slider("top_p", 1, step=0.05, note=self.input_note)
-            self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)")
-            self.max_new_tokens = limit_slider("max_new_tokens", 64, note=self.input_note)
+            self.depth = limit_slider("depth", 5, note=self.input_note, label="Depth (chain / dynamic)",
+                                      elem_id="el-set-depth")
+            self.top_k = limit_slider("top_k", 6, note=self.input_note, label="Top-k per node (dynamic)",
+                                      elem_id="el-set-top_k")
+            self.total_tokens = limit_slider("total_tokens", 24, note=self.input_note, label="Total tokens (dynamic)",
+                                             elem_id="el-set-total_tokens")
+            self.top_p = limit_slider("top_p", 1, step=0.05, note=self.input_note, elem_id="el-set-top_p")
+            self.seed = gr.Number(value=0, precision=0, label="Seed (T > 0)", elem_id="el-set-seed")
+            self.max_new_tokens = limit_slider("max_new_tokens", 64, note=self.input_note,
+                                               elem_id="el-set-max_new_tokens")
             gr.Examples(EXAMPLES, inputs=[self.prompt], label="Example prompts")
         self.settings = [getattr(self, n) for n in SETTING_NAMES]   # the API's input order
 

@@ -19,6 +19,7 @@ from . import gradio_skip
 from .ambiguity import AmbiguityTab
 from .lab import LabTab
 from .lens import LensTab, initial_state, status_line
+from .links import Links
 from .teacher import TeacherControls, teacher_link
 from .walkthrough import WalkthroughTab
 
@@ -129,11 +130,13 @@ def build_demo() -> gr.Blocks:
             amb = AmbiguityTab().build()
             walk = WalkthroughTab(lens, tabs_ref).build()
             lab = LabTab(state).build()
+        links = Links(tabs, presenter, lens, walk)   # a URL opens a tab, a step, settings (tabs/links.py)
         lens.wire(demo, model_kw)
         amb.wire(model_kw)
         walk.wire(model_kw)
         lab.wire(model_kw)
         teacher.wire(demo)
+        links.wire(demo)
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner").then(on_live, [lens.status], [lens.status], queue=False,

@@ -72,6 +72,7 @@ PAGE_SCRIPTS = ("lens.js",            # the Lens tab's linked views: tree <-> te
                 "fit_settle.js",      #   the margins grown from the drawn text boxes
                 "fit.js",             #   fit a figure; the Plotly.react wrapper
                 "beats.js",           # Play's beats animate (their transitions ride in the figures)
+                "links.js",           # the page's address follows what is on screen (deep links, tabs/links.py)
                 "start.js")           # follow the page's changes; hook and fit the first screen
 
 
