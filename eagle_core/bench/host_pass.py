@@ -3,8 +3,9 @@
 One host pass is the time of transformers' own forward of the embedded target (stock `transformers`, fp32, plain
 nn.Linear layers: no kernel plan, no packing, no lean forward) for one token over a 256-token cache, the best of
 `reps`. It measures the host, not the product: the hosts this project runs on differ ~4x, and an allowance stated in
-host passes (say "Step p50 within 12 passes", or "a queued Stop within 40 passes") holds on a slow host as on a fast
-one while still failing on a bug that costs many passes more.
+host passes (tests/test_app.py: a queued Stop within 20 passes) holds on a slow host as on a fast one while still
+failing on a bug that costs many passes more. ~90-110 ms on the 2-core dev box while others' tests ran (40.9 ms idle,
+docs/benchmarks.md); loading the target costs ~40 s of the measurement there.
 
     from eagle_core.bench.host_pass import host_pass_ms
     host_pass_ms()   # ~ milliseconds per pass on this host
