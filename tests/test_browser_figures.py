@@ -127,12 +127,15 @@ PREFIT_JS = """async () => {
 
 
 def settle(page, timeout=8.0):
-    """Wait until the figures stop changing (drawn, and fitted to their box)."""
+    """Wait until the figures stop changing (drawn, and fitted to their box). The page fits one figure at a time
+    and answers between two (views/js/fit.js): a figure waiting its turn looks settled, so the fit queue must be
+    empty too (that wait bounds only a hang: the Paper lab's 20 figures on a phone take ~10 s here)."""
+    page.wait_for_function("() => !window.__elFitQueue || window.__elFitQueue() === 0", timeout=600000)
     last, t0 = None, time.time()
     while time.time() - t0 < timeout:
         page.wait_for_timeout(250)
         sig = page.evaluate(SIGNATURE_JS)
-        if sig == last:
+        if sig == last and page.evaluate("() => !window.__elFitQueue || window.__elFitQueue() === 0"):
             return
         last = sig
     # still moving after `timeout`: measure what is there

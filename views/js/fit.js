@@ -9,7 +9,7 @@
 /* exported fitAll, scaleOf */
 /* global snapshot, kindOf, fromRaw, canon, plan, settle, memoKey, fillHeight */
 const scaleOf = (W) => (document.body.classList.contains('el-presenter') ? 1.35 : (W < 560 ? 0.72 : (W < 760 ? 0.85 : 1)));
-const fit = async (el) => {
+const fitNow = async (el) => {
   if (!el.layout || !el._fullLayout || !window.Plotly || el.__elBusy || window.__elFitOff) return;
   if (el.__elSeen !== el.layout) {
     try { el.__elOrig = snapshot(el); learn(el, el.__elOrig); } catch (e) { console.warn('fit', e); return; }
@@ -128,14 +128,42 @@ const wrapReact = () => {
     }, 0));
   };
 };
+// One figure at a time, the ones on screen first: a resize or a presenter toggle re-fits every figure of the shown
+// tab (the Paper lab's 20 on a phone took ~10 s of drawing), and fitted all at once they kept the page from
+// answering a click until the last was done; now the page answers between two figures, what the eye is on is
+// fitted first, and a figure in a hidden tab waits to be shown (its ResizeObserver asks again then).
+const queue = new Set();
+let draining = false;
+const onScreen = (el) => { const r = el.getBoundingClientRect();
+  return r.width > 0 && r.bottom > 0 && r.top < window.innerHeight; };
+const drain = async () => {
+  while (queue.size) {
+    const els = [...queue];
+    const next = els.find(onScreen) || els[0];
+    queue.delete(next);
+    try { if (next.isConnected) await fitNow(next); } catch (e) { console.warn('fit', e); }   // the queue goes on
+    await new Promise((r) => setTimeout(r, 0));   // a click, a key, a streamed figure: answered here
+  }
+  draining = false;
+};
+const fit = (el) => {
+  queue.add(el);
+  if (!draining) { draining = true; setTimeout(drain, 0); }
+};
+window.__elFitQueue = () => queue.size + (draining ? 1 : 0);   // for the browser tests: 0 once every fit is done
+// a resize or presenter mode: every figure's fit is stale, the shown ones are fitted again now, a hidden one when
+// its tab is shown (its size changes from 0, its ResizeObserver fits it)
 window.__elFit = () => document.querySelectorAll('.js-plotly-plot').forEach((el) => {
   if (el.__elOrig) el.__elOrig.key = null;
-  fit(el);
+  if (el.getClientRects().length) fit(el);
 });
+// on every change to the page: a new figure (or one not seen yet) and a deck's figure (its height follows its
+// place on the screen) are fitted; any other figure's fit changes only with its size (its ResizeObserver) or
+// presenter mode (__elFit), and asking it again on every change read the page's layout each time
 const fitAll = () => { wrapReact(); document.querySelectorAll('.js-plotly-plot').forEach((el) => {
   if (!el.__elRO && window.ResizeObserver) {   // a tab shown, a column resized: the plot's own size changes
     el.__elRO = new ResizeObserver(() => fit(el));
     el.__elRO.observe(el);
   }
-  fit(el);
+  if (el.__elSeen !== el.layout || el.closest('.el-fill')) fit(el);
 }); };
