@@ -11,7 +11,9 @@ from servers import app_subprocess
 from tabs.lens import STREAM_TEXT_S
 from test_browser import ARGS, CHROMIUM, playwright_api  # noqa: F401  (skips without playwright/Chromium)
 
-pytestmark = [pytest.mark.browser, pytest.mark.model]   # the embedded SmolLM2-135M
+# the embedded SmolLM2-135M; serial: it times a Stop and a second student's Step against a live server and measures
+# how busy the browser is, so it runs alone (./run_tests.sh), not beside the other browser tests
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.serial]
 
 LONGTASKS_JS = """() => { window.__busy = 0; new PerformanceObserver((l) => { for (const e of l.getEntries())
   window.__busy += e.duration; }).observe({entryTypes: ['longtask']}); }"""
