@@ -20,7 +20,7 @@ import gradio as gr
 
 from views.walkthrough import STEPS
 
-from .common import DEFAULT_PRESET, PRESETS, SETTING_NAMES, Settings, normalise
+from .common import DEFAULT_PRESET, PRESETS, SETTING_NAMES, Settings, normalise, unexpected
 from .lens import shown
 
 TABS = {"lens": "lens", "amb": "amb", "how-can-i": "amb", "how can i": "amb", "walk": "walk",
@@ -145,6 +145,15 @@ class Links:
             params.pop(k)                       # the teacher's link (tabs/teacher.py) is not a setting
         if not params:
             return out
+        try:
+            return self.apply(dict(out), params, state)
+        except Exception as exc:               # a link never costs the page: it opens as it would without one
+            said = f"❌ This link could not be opened ({unexpected(exc)}); the page opened as usual."
+            gr.Warning(said)
+            return out | {self.lens.input_note: said}
+
+    def apply(self, out: dict, params: dict, state) -> dict:
+        skip = gr.update()
         page, settings, notes = parse_link(params, len(STEPS))
         if "tab" in page:
             out[self.tabs] = gr.Tabs(selected=page["tab"])

@@ -45,3 +45,22 @@ def test_every_setting_has_a_url_name_and_the_defaults_are_the_pages():
     start = html.index("data-defaults='") + len("data-defaults='")
     from html import unescape
     assert json.loads(unescape(html[start:html.index("'", start)])) == d
+
+
+def test_a_link_that_fails_opens_the_page_as_usual_and_says_so(monkeypatch):
+    """An exception while applying a link (here: parse_link itself) costs the link, not the page: the marker says
+    applied (the address follows again), nothing else is changed, and the note says what happened."""
+    import types
+    import tabs.links as links
+    lens = types.SimpleNamespace(settings=["s1", "s2"], input_note="note", outs=["text", "state"], state="state")
+    ln = object.__new__(links.Links)
+    ln.tabs, ln.presenter, ln.lens, ln.walk = "tabs", "presenter", lens, types.SimpleNamespace(step="step")
+    ln.marker, ln.cycle0, ln.views = "marker", 0, ["text"]
+
+    def broken(*a):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(links, "parse_link", broken)
+    request = types.SimpleNamespace(query_params={"step": "4"})
+    out = ln.on_open({}, request)
+    assert "data-applied='1'" in out["marker"] and "could not be opened (RuntimeError: boom)" in out["note"]
+    assert all(out[k] == {"__type__": "update"} for k in ("tabs", "presenter", "step", "s1", "s2", "text"))
