@@ -141,7 +141,10 @@ const drain = async () => {
     const els = [...queue];
     const next = els.find(onScreen) || els[0];
     queue.delete(next);
-    try { if (next.isConnected) await fitNow(next); } catch (e) { console.warn('fit', e); }   // the queue goes on
+    // the queue goes on after an error, and after 10 s even if a fit's promise never settles (a figure removed
+    // while Plotly drew it): one stuck figure must not leave the others unfitted
+    const stall = new Promise((r) => setTimeout(r, 10000));
+    try { if (next.isConnected) await Promise.race([fitNow(next), stall]); } catch (e) { console.warn('fit', e); }
     await new Promise((r) => setTimeout(r, 0));   // a click, a key, a streamed figure: answered here
   }
   draining = false;
