@@ -28,6 +28,15 @@ def ready(page, url):
     page.wait_for_function("() => document.body.innerText.includes('Live: target')", timeout=90000)
 
 
+def projector_page(browser, url):
+    """A 1280x720 projector's page in presenter mode, two Steps in (the prefill, then the first cycle)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    ready(page, url)
+    page.get_by_label("Presenter mode (large type)").check()
+    step_twice(page)
+    return page
+
+
 def step_twice(page):
     page.locator("#el-step").click()
     page.wait_for_function("() => (document.querySelector('#el-tree .gtitle') || {}).textContent?.includes('prefill')",
@@ -41,10 +50,7 @@ def test_presenter_mode_on_a_projector(server):
     os.makedirs(ARTIFACTS, exist_ok=True)
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        ready(page, server)
-        page.get_by_label("Presenter mode (large type)").check()
-        step_twice(page)
+        page = projector_page(browser, server)
         page.wait_for_timeout(800)
         assert not page.locator("#el-title p").first.is_visible(), "the header collapses to its title"
         assert page.evaluate(OVERFLOW_JS) <= 1, "nothing wider than the projector"

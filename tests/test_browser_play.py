@@ -10,7 +10,7 @@ import pytest
 from servers import app_subprocess
 from test_browser import ARGS, ARTIFACTS, CHROMIUM, playwright_api, server  # noqa: F401  (fixture + skips)
 from test_browser_lens import LIT_NODE_JS
-from test_browser_lesson import ready, step_twice
+from test_browser_lesson import projector_page, ready
 
 pytestmark = pytest.mark.browser
 
@@ -68,10 +68,7 @@ def test_play_animates_and_fits_a_projector(server):  # noqa: F811
     os.makedirs(ARTIFACTS, exist_ok=True)
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        ready(page, server)
-        page.get_by_label("Presenter mode (large type)").check()
-        step_twice(page)
+        page = projector_page(browser, server)
         page.evaluate("() => window.scrollTo(0, 0)")
         page.locator("#el-play").click()
         caption_has(page, "Draft, level 1")
@@ -188,10 +185,7 @@ def test_each_beat_draws_its_own_labels(slow_beats):
     os.makedirs(ARTIFACTS, exist_ok=True)
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        ready(page, slow_beats)
-        page.get_by_label("Presenter mode (large type)").check()
-        step_twice(page)
+        page = projector_page(browser, slow_beats)
         page.wait_for_selector("#el-tree g.annotation", timeout=30000)
         static = page.evaluate(STATIC_TOKENS_JS)                  # node -> token, as the static tree names it
         page.evaluate("() => window.scrollTo(0, 0)")
