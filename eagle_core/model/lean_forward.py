@@ -12,14 +12,15 @@ ms, 26 tokens 42.4 -> 39.9 ms before the shared rounding.
 
 Only for the exact transformers classes it mirrors (`supports`): a subclass, another architecture, or a model with
 hooks attached takes transformers' forward, as does anything when EAGLE_LENS_NO_LEAN=1.
+
+The layer loop is packed_forward.py's (this is its one-part case); the layer body between the linear products is
+layer_body.py's.
 """
 from __future__ import annotations
 
 import os
 
-import torch
-
-from .planned_linear import shared_input_linears
+from .packed_forward import Part, packed_llama_forward
 
 
 def supports(model) -> bool:
@@ -45,58 +46,10 @@ def _has_hooks(module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
 
 
-def _rms_norm(norm, x):
-    """LlamaRMSNorm.forward, operation for operation."""
-    dtype = x.dtype
-    h = x.to(torch.float32)
-    variance = h.pow(2).mean(-1, keepdim=True)
-    h = h * torch.rsqrt(variance + norm.variance_epsilon)
-    return norm.weight * h.to(dtype)
-
-
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 def lean_llama_forward(model, input_ids, position_ids=None, cache=None, attention_mask=None, aux_layers=()):
     """The last hidden state (after the final norm) of `model.model` for `input_ids` [B, n], appending to `cache`
     (a transformers Cache) when given: what `model.model(...).last_hidden_state` returns. With `aux_layers`,
     (that, [transformers' `hidden_states[i]` for i in aux_layers]): the residual stream entering layer i, or for
-    i = L (the number of layers) the final normed state itself."""
-    from transformers.masking_utils import create_causal_mask
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    from transformers.models.llama.modeling_llama import eager_attention_forward
-    inner = model.model
-    cfg = inner.config
-    h = inner.embed_tokens(input_ids)
-    if position_ids is None:
-        past = cache.get_seq_length() if cache is not None else 0
-        position_ids = (torch.arange(h.shape[1], device=h.device) + past).unsqueeze(0)
-    mask = create_causal_mask(config=cfg, inputs_embeds=h, attention_mask=attention_mask, cache=cache,
-                              position_ids=position_ids)
-    cos, sin = inner.rotary_emb(h, position_ids=position_ids)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    attention = ALL_ATTENTION_FUNCTIONS.get_interface(cfg._attn_implementation, eager_attention_forward)
-    B, n = h.shape[:2]
-    aux = {}
-    for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers]):
-        if i in aux_layers:
-            aux[i] = h
-        attn = layer.self_attn
-        shape = (B, n, -1, attn.head_dim)
-        q, k, v = shared_input_linears((attn.q_proj, attn.k_proj, attn.v_proj),
-                                       _rms_norm(layer.input_layernorm, h))
-        q, k, v = q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2)
-        q = (q * cos) + (_rotate_half(q) * sin)
-        k = (k * cos) + (_rotate_half(k) * sin)
-        if cache is not None:
-            k, v = cache.update(k, v, i)
-        out, _ = attention(attn, q, k, v, mask, dropout=0.0, scaling=attn.scaling)
-        h = h + attn.o_proj.forward(out.reshape(B, n, -1).contiguous())
-        mlp = layer.mlp
-        gate, up = shared_input_linears((mlp.gate_proj, mlp.up_proj), _rms_norm(layer.post_attention_layernorm, h))
-        h = h + mlp.down_proj.forward(mlp.act_fn(gate) * up)
-    out = _rms_norm(inner.norm, h)
-    aux[cfg.num_hidden_layers] = out              # hidden_states[L] is the final, normed state
-    return (out, [aux[i] for i in aux_layers]) if aux_layers else out
+    i = L (the number of layers) the final normed state itself. The packed forward with one part."""
+    part = Part(input_ids=input_ids, position_ids=position_ids, cache=cache, attention_mask=attention_mask)
+    return packed_llama_forward(model, [part], tuple(aux_layers))[0]
