@@ -73,6 +73,7 @@ def main(argv=None) -> int:
 
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()          # no "Loading weights" bars on the user's terminal
+    from .decoding.drive import cycles, finish
     from .decoding.engine import EagleDecoder
     from .model.head import HeadLoadError, resolve_head
     from .model.target import TargetLoadError, load_target
@@ -90,25 +91,20 @@ def main(argv=None) -> int:
         from dataclasses import replace
         samples = []
         for s in range(args.num_samples):
-            dec = EagleDecoder(target, head, replace(cfg, seed=args.seed + s, record_topk=0), prompt_ids)
-            while not dec.done:
-                dec.step()
+            dec = finish(EagleDecoder(target, head, replace(cfg, seed=args.seed + s, record_topk=0), prompt_ids))
             samples.append(dec.new_ids)
         print(json.dumps({"samples": samples}))
         return 0
 
     if args.json:
-        dec = EagleDecoder(target, head, cfg, prompt_ids)
-        while not dec.done:
-            dec.step()
+        dec = finish(EagleDecoder(target, head, cfg, prompt_ids))
         print(json.dumps(dec.result(args.prompt).to_dict()))
         return 0
 
     dec = EagleDecoder(target, head, cfg, prompt_ids)
     printed = ""
     t0 = time.perf_counter()
-    while not dec.done:
-        dec.step()
+    for _ in cycles(dec):
         text = target.decode(dec.new_ids)
         # print only what is new; decode the whole text so multi-token characters come out whole
         if text.startswith(printed):

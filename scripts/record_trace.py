@@ -45,6 +45,7 @@ def ambiguity_record(target, sh, un, prefix: str) -> dict:
     cycles after each branch with every head, on the tab's own shape (tabs/ambiguity.payoff_shape)."""
     from eagle_core.decoding.ambiguity import compute_ambiguity
     from eagle_core.decoding.branch_payoff import PayoffRun
+    from eagle_core.decoding.drive import finish
     from eagle_core.model.head import HeadLoadError, resolve_head
     from eagle_core.model.head3 import SHIPPED_EAGLE3
     from tabs.ambiguity import payoff_shape
@@ -53,21 +54,17 @@ def ambiguity_record(target, sh, un, prefix: str) -> dict:
     except HeadLoadError as exc:
         print(f"no EAGLE-3 head ({exc})", flush=True)
         e3 = None
-    amb = compute_ambiguity(target, sh, un, prefix, eagle3_head=e3)
+    amb = compute_ambiguity(target, sh, un, prefix, eagle3_head=e3, cfg=payoff_shape())
     heads = {"shifted": sh, "unshifted": un, "eagle3": e3}
     run = PayoffRun.for_record(target, {k: v for k, v in heads.items() if v is not None}, payoff_shape(), amb)
-    while not run.done:
-        run.step()
-    amb.payoff = run.result().to_dict()
+    amb.payoff = finish(run).result().to_dict()
     return amb.to_dict()
 
 
 def run(target, head, cfg, prompt_ids):
+    from eagle_core.decoding.drive import finish
     from eagle_core.decoding.engine import EagleDecoder
-    dec = EagleDecoder(target, head, cfg, prompt_ids)
-    while not dec.done:
-        dec.step()
-    return [dataclasses.asdict(c) for c in dec.cycles]
+    return [dataclasses.asdict(c) for c in finish(EagleDecoder(target, head, cfg, prompt_ids)).cycles]
 
 
 def main(argv=None):

@@ -11,6 +11,7 @@ import anyio
 import gradio as gr
 
 import views
+from eagle_core.decoding.drive import drive
 from eagle_core.serving import generation
 from eagle_core.serving.errors import Busy, Finished, Stopped, UserError
 from eagle_core.serving.generation import KEEP_DETAIL, MAX_PROMPT_TOKENS, committed_tokens, \
@@ -350,28 +351,34 @@ class LensTab:
         t_start = time.perf_counter()
         seen0 = list(state.get("seen") or [0, 0.0])     # what earlier Runs of this generation delivered
         base = committed_tokens(state)
-        pushed_text = pushed_tree = 0.0
+        pushed = {"text": 0.0, "tree": 0.0}
         status = notice or "Running… (Stop ends it after the cycle in progress)"
-        while not dec.done:
-            if ent.stop.is_set() or ent.decoder is not dec:   # Stop, Reset, or the tab closed meanwhile
-                break
-            recs = yield from cycle_turn(dec, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""),
-                                         cancel=ent.stop,      # this cycle in the next round it fits in
-                                         quiet_s=NOTE_AFTER_S if not pushed_text else RUN_NOTE_AFTER_S)
-            if recs is CANCELLED or ent.decoder is not dec:
-                break
-            if not recs:       # stopped, reset or freed meanwhile: never spin on a decoder that does not move
-                break
+
+        def turn(d, waiting, cancel):     # this cycle in the next round it fits in, unless Reset took the decoder
+            if "sent" in pushed:        # the page has taken the last update (with a tree or not): time from here
+                with_tree, pushed["text"] = pushed.pop("sent"), time.perf_counter()
+                pushed["tree"] = pushed["text"] if with_tree else pushed["tree"]
+            if ent.decoder is not d:
+                return []
+            recs = yield from cycle_turn(d, waiting, cancel,
+                                         quiet_s=NOTE_AFTER_S if not pushed["text"] else RUN_NOTE_AFTER_S)
+            return recs if ent.decoder is d else []
+
+        def each(recs):
             state["records"] = generation.bounded(state["records"] + recs)
             generation.bound_decoder(dec)
             now = time.perf_counter()
             state["seen"] = [seen0[0] + committed_tokens(state) - base, seen0[1] + (now - t_start)]
             text_s, tree_s = stream_intervals(SESSIONS.running())
-            if not dec.done and now - pushed_text >= text_s:
-                tree_due = now - pushed_tree >= tree_s
-                yield self.render_streaming(state, status, with_tree=tree_due)
-                pushed_text = time.perf_counter()
-                pushed_tree = pushed_text if tree_due else pushed_tree
+            if dec.done or now - pushed["text"] < text_s:
+                return None
+            tree_due = now - pushed["tree"] >= tree_s
+            pushed["sent"] = tree_due
+            return self.render_streaming(state, status, with_tree=tree_due)
+
+        # Stop (ent.stop), Reset or the tab closing ends it between cycles, or at once while a cycle waits
+        yield from drive(dec, turn, lambda ahead, w: self.message(state, queue_note(ahead, w), icon=""), ent.stop,
+                         each=each)
         if ent.decoder is not dec:      # Reset (or the server freed it) meanwhile: the page shows that, not this
             yield self.gone(state)
             return

@@ -26,14 +26,13 @@ from ..quiet import quiet_libraries
 def run_round_robin(decs, shapes_of=None, budget=None) -> tuple[float, int, list]:
     """Step `decs` together until all are done (prefills first, untimed); each round's drafting time teaches
     `budget`, as the app's rounds do. Returns (seconds, tokens, rounds)."""
-    from ..decoding.batch import step_together
+    from ..decoding.batch import Together
+    from ..decoding.drive import cycles
     for d in decs:
         d.step()
     base = sum(len(d.new_ids) for d in decs)
     rounds, t0 = [], time.perf_counter()
-    while not all(d.done for d in decs):
-        live = [d for d in decs if not d.done]
-        records, info = step_together(live, shapes_of(live) if shapes_of else None)
+    for records, info in cycles(Together(decs, shapes_of)):
         if budget is not None:
             budget.observe_round(records, info)
         rounds.append(dataclasses.asdict(info))

@@ -28,6 +28,7 @@ def measure(target, head, prompts, depth: int, top_k: int, total: int, max_new_t
     """tau, mean model seconds per cycle and the speed they give, for one setting (lean records)."""
     from dataclasses import replace
 
+    from ..decoding.drive import cycles
     from ..decoding.engine import EagleDecoder
     cfg = replace(base, draft="dynamic", depth=depth, top_k=top_k, total_tokens=total,
                   max_new_tokens=max_new_tokens, record_topk=0)
@@ -35,8 +36,7 @@ def measure(target, head, prompts, depth: int, top_k: int, total: int, max_new_t
     secs = []
     for item in prompts:
         dec = EagleDecoder(target, head, cfg, target.render_prompt(item["prompt"]))
-        while not dec.done:
-            rec = dec.step()
+        for rec in cycles(dec):
             if rec.cycle > 0:
                 secs.append(cycle_seconds(rec))
         new += len(dec.new_ids) - 1            # the prefill's token is not a cycle's

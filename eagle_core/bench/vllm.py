@@ -282,14 +282,13 @@ def engines_note(engines: dict) -> dict | None:
 
 def ours_chain(target, head, prompt_ids: list[list[int]], max_tokens: int, k: int = 2) -> dict:
     """Our engine with vLLM's drafting shape (a chain of k, full vocabulary): tokens and the same counters."""
+    from ..decoding.drive import finish
     from ..decoding.engine import DecodeConfig, EagleDecoder
     results, per, drafts = [], [0] * k, 0
     for ids in prompt_ids:
         dec = EagleDecoder(target, head, DecodeConfig(draft="chain", depth=k, max_new_tokens=max_tokens,
                                                       record_topk=0), ids)
-        while not dec.done:
-            dec.step()
-        res = dec.result("")
+        res = finish(dec).result("")
         cycles = [c for c in res.cycles if c.cycle > 0]
         drafts += len(cycles)
         for c in cycles:

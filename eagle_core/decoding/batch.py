@@ -114,3 +114,19 @@ def step_together(decoders: list, shapes: list[DraftSpec | None] | None = None,
             res.tree_given = f"{shapes[i].describe()} (you set {dec.spec.describe()})"
         records[i] = dec.commit_record(res)
     return records, info
+
+
+class Together:
+    """Generations stepped in rounds until every one is done (a class without the app: the benchmark's sweep):
+    drive it like one generation; each step returns step_together's (records, RoundInfo)."""
+
+    def __init__(self, decoders: list, shapes_of=None):
+        self.decoders, self.shapes_of = decoders, shapes_of
+
+    @property
+    def done(self) -> bool:
+        return all(d.done for d in self.decoders)
+
+    def step(self) -> tuple[list, RoundInfo]:
+        live = [d for d in self.decoders if not d.done]
+        return step_together(live, self.shapes_of(live) if self.shapes_of else None)

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 
 from .batch import step_together
+from .drive import finish
 from .engine import DecodeConfig, EagleDecoder
 
 NEW_TOKENS = 12          # tokens each run writes after the prefill's first one (a handful of cycles)
@@ -114,7 +115,4 @@ class PayoffRun:
 def measure_payoff(target, heads: dict, shape: DecodeConfig, prefix_ids: list[int], branches: list[tuple[int, str]],
                    new_tokens: int = NEW_TOKENS) -> Payoff:
     """Every run to its end in this thread (scripts, tests, a ZeroGPU worker)."""
-    run = PayoffRun(target, heads, shape, prefix_ids, branches, new_tokens)
-    while not run.done:
-        run.step()
-    return run.result()
+    return finish(PayoffRun(target, heads, shape, prefix_ids, branches, new_tokens)).result()

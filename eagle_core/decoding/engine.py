@@ -32,6 +32,7 @@ from transformers.cache_utils import DynamicLayer
 from .cycle import CycleResult, RecordBuilder
 from .draft import Drafter, DraftSpec
 from .draft_calls import run_alone
+from .drive import cycles, finish
 from .limits import LIMITS, MAX_VERIFY_ROWS
 from .presets import fitted_dynamic, tree_presets
 from .records import FROM_ARGMAX, FROM_TARGET, ROOT, CycleRecord, GenerationResult
@@ -233,12 +234,7 @@ class EagleDecoder:
             return None
         if self.head is None:
             raise ValueError("EAGLE drafting needs a head")
-        cfg, target = self.cfg, self.target
-        vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
-        if cfg.draft_dtype == "mixed":
-            return Drafter(self.head, target, self.spec, max_len, vocab, torch.float32, torch.bfloat16)
-        ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
-        return Drafter(self.head, target, self.spec, max_len, vocab, ddt)
+        return new_drafter(self.target, self.head, self.cfg, self.spec, max_len)
 
     @property
     def done(self) -> bool:
@@ -441,18 +437,23 @@ class EagleDecoder:
                                 finished=self.finished)
 
 
+def new_drafter(target, head, cfg: DecodeConfig, spec: DraftSpec, max_len: int) -> Drafter:
+    """The drafter a generation with `cfg` drafts with: its draft vocabulary, its precision ("mixed": an fp32 head
+    and a bf16 draft LM head). Whatever shows a student q (the same-law panel) drafts through this one."""
+    vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
+    if cfg.draft_dtype == "mixed":
+        return Drafter(head, target, spec, max_len, vocab, torch.float32, torch.bfloat16)
+    ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
+    return Drafter(head, target, spec, max_len, vocab, ddt)
+
+
 def stream(target, head, cfg: DecodeConfig, prompt_ids: list[int]):
     """Yield one CycleRecord per cycle until the generation finishes."""
-    dec = EagleDecoder(target, head, cfg, prompt_ids)
-    while not dec.done:
-        yield dec.step()
+    return cycles(EagleDecoder(target, head, cfg, prompt_ids))
 
 
 def generate(target, head, cfg: DecodeConfig, prompt_ids: list[int], prompt: str = "") -> GenerationResult:
-    dec = EagleDecoder(target, head, cfg, prompt_ids)
-    while not dec.done:
-        dec.step()
-    return dec.result(prompt)
+    return finish(EagleDecoder(target, head, cfg, prompt_ids)).result(prompt)
 
 
 def default_config(device_type: str = "cpu", numerics: str | None = None) -> DecodeConfig:

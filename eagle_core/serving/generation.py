@@ -4,6 +4,7 @@ in its state and the views draw)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
 
@@ -12,7 +13,7 @@ from .gpu import PRECOMPUTE, ZERO_GPU, gpu
 from .loading import MODEL
 from .sessions import Session
 from .rounds import cycle_turn
-from .turns import CANCELLED
+from ..decoding.drive import STOPPED, cycles, drive, finish, outcome
 
 MAX_PROMPT_CHARS = 4000
 # The prompt as the model sees it (chat template included), in tokens: its prefill is one model turn that every
@@ -132,10 +133,7 @@ def as_dicts(recs) -> list[dict]:
 @gpu
 def decode_all(cfg, shift: str, prompt: str) -> list:
     """A whole generation in one call, timed by the engine (ZeroGPU: one GPU call per generation)."""
-    dec = new_decoder(cfg, shift, prompt)
-    while not dec.done:
-        dec.step()
-    return as_dicts(dec.cycles)
+    return as_dicts(finish(new_decoder(cfg, shift, prompt)).cycles)
 
 
 def decode_cycle_by_cycle(cfg, shift: str, prompt: str, cancel=None) -> list:
@@ -143,16 +141,8 @@ def decode_cycle_by_cycle(cfg, shift: str, prompt: str, cancel=None) -> list:
     sessions share its passes (EAGLE_LENS_PRECOMPUTE=1 without ZeroGPU, a Race's lanes). Raises Stopped when
     `cancel` (a threading.Event: Stop) is set, at the next round."""
     dec = new_decoder(cfg, shift, prompt)
-    while not dec.done:
-        if cancel is not None and cancel.is_set():
-            raise Stopped("Stopped before the generation was computed.")
-        turn = cycle_turn(dec, None, cancel)
-        try:
-            while True:
-                next(turn)
-        except StopIteration as end:
-            if end.value is CANCELLED:
-                raise Stopped("Stopped before the generation was computed.") from None
+    if outcome(drive(dec, cycle_turn, cancel=cancel)) == STOPPED:
+        raise Stopped("Stopped before the generation was computed.")
     return as_dicts(dec.cycles)
 
 
@@ -167,11 +157,11 @@ def precomputed(cfg, shift: str, prompt: str, cancel=None) -> list:
 def advance(dec, n: int = 1) -> list:
     """Up to n cycles of a decoder (live or Replay) as record dicts; [] when there is none or it is done. A live
     decoder keeps the whole of its last KEEP_DETAIL cycles only (trim_history)."""
+    if dec is None:
+        return []
     out = []
-    for _ in range(n):
-        if dec is None or dec.done:
-            break
-        out.append(dec.step())
+    for rec in itertools.islice(cycles(dec), n):
+        out.append(rec)
         bound_decoder(dec)
     return as_dicts(out)
 
@@ -183,13 +173,16 @@ def decode_in_turns(cfg, shift: str, prompt: str, waiting=None, progress=None):
     if ZERO_GPU or PRECOMPUTE:
         return precomputed(cfg, shift, prompt)
     dec = new_decoder(cfg, shift, prompt)
-    last = time.perf_counter()
-    while not dec.done:
-        yield from cycle_turn(dec, waiting)      # in the engine loop's next round (serving/rounds.py)
+    last = [time.perf_counter()]
+
+    def each(_):
         bound_decoder(dec)
-        if progress is not None and time.perf_counter() - last > 0.5:
-            last = time.perf_counter()
-            yield progress(dec.cycles)
+        if progress is not None and time.perf_counter() - last[0] > 0.5:
+            last[0] = time.perf_counter()
+            return progress(dec.cycles)
+        return None
+
+    yield from drive(dec, cycle_turn, waiting, each=each)   # each cycle in the engine loop's next round
     return as_dicts(dec.cycles)
 
 

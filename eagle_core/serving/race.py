@@ -18,6 +18,7 @@ import dataclasses
 import time
 
 from ..bench.metrics import cycle_seconds
+from ..decoding.drive import STOPPED, drive
 from .generation import as_dicts, new_decoder, precomputed, slim, trim_history
 from .gpu import PRECOMPUTE, ZERO_GPU
 from .loading import MODEL
@@ -104,29 +105,44 @@ def make_lanes(cfg, shift: str, prompt: str, cancel=None) -> list[Lane]:
     return live_lanes(cfg, shift, prompt)
 
 
+class Race:
+    """The lanes as one generation to drive: done when every lane is."""
+
+    def __init__(self, lanes: list[Lane]):
+        self.lanes = lanes
+
+    @property
+    def done(self) -> bool:
+        return next_lane(self.lanes) is None
+
+
+def lane_turn(race: Race, waiting=None, cancel=None):
+    """The turn of the lane that goes next (next_lane): a live lane's cycle in the engine loop's next round, beside
+    the other students' cycles; a recorded lane's in a model turn of its own. Returns [(lane, record)]."""
+    lane = next_lane(race.lanes)
+    if lane.live:
+        got = yield from cycle_turn(lane.decoder, waiting, cancel=cancel)
+        if got is CANCELLED or not got:
+            return got
+        rec = got[0]
+        trim_history(lane.decoder.cycles)
+    else:
+        ticket = yield from model_turn(waiting, needs_lock=False, cancel=cancel)
+        if ticket is CANCELLED:
+            return CANCELLED
+        rec = lane.step()
+    return [(lane, rec)]
+
+
 def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
     """Generator: advance the lanes cycle by cycle, the one with less engine time first, each cycle in its own
     model turn. Yields `waiting(ahead, seconds)` while queued for a turn and the Lane that just moved after each
     cycle (the caller decides what to draw, and how often); returns "finished", or "stopped" when `cancel` (a
     threading.Event) was set: then within one cycle, or at once while it waits for a turn."""
     t0 = time.perf_counter()
-    while True:
-        lane = next_lane(lanes)
-        if lane is None:
-            return "finished"
-        if cancel is not None and cancel.is_set():
-            break
-        if lane.live:      # in the engine loop's next round, beside the other students' cycles
-            got = yield from cycle_turn(lane.decoder, waiting, cancel=cancel)
-            if got is CANCELLED or not got:
-                break
-            rec = got[0]
-            trim_history(lane.decoder.cycles)
-        else:
-            ticket = yield from model_turn(waiting, needs_lock=False, cancel=cancel)
-            if ticket is CANCELLED:
-                break
-            rec = lane.step()
+
+    def moved(got):
+        lane, rec = got[0]
         rec = slim(lane.named(rec))          # the board reads the text and counters only: no tree is kept
         lane.records.append(rec)
         lane.seconds += cycle_seconds(rec)
@@ -134,7 +150,10 @@ def race_in_turns(lanes: list[Lane], waiting=None, cancel=None):
         for ln in lanes:                   # a lane's clock stops at its last cycle
             if ln is lane or not ln.done:
                 ln.elapsed = now
-        yield lane
-    for ln in lanes:
-        ln.stopped = not ln.done
-    return "stopped"
+        return lane
+
+    ended = yield from drive(Race(lanes), lane_turn, waiting, cancel, each=moved)
+    if ended == STOPPED:
+        for ln in lanes:
+            ln.stopped = not ln.done
+    return ended

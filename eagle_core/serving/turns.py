@@ -7,11 +7,11 @@ import threading
 import time
 from contextlib import nullcontext
 
+from ..decoding.drive import CANCELLED  # noqa: F401  (model_turn's answer when `cancel` was set while waiting)
 from .fair_lock import FairLock
 from .gpu import ZERO_GPU
 
 MODEL_LOCK = FairLock()
-CANCELLED = object()   # model_turn's answer when `cancel` was set while waiting (the queue place is given up)
 POLL_S, REPORT_S = 0.05, 0.4
 
 
