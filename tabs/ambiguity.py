@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 import views
+from eagle_core.decoding.drive import CANCELLED, drive, finish
 from eagle_core.serving.errors import UserError
 from eagle_core.serving.gpu import ZERO_GPU, gpu
 from eagle_core.serving.loading import MODEL
@@ -39,7 +40,7 @@ def _ambiguity(prefix, branches, chat=False):
     from eagle_core.decoding.ambiguity import compute_ambiguity
     target, heads = MODEL.require()
     rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], prefix, int(branches), chat=bool(chat),
-                            eagle3_head=heads.get("eagle3"))
+                            eagle3_head=heads.get("eagle3"), cfg=payoff_shape())   # the payoff's own drafter
     if MODEL.notice:
         rec.note = MODEL.notice
     return rec.to_dict()
@@ -59,10 +60,7 @@ def _payoff(rec: dict, eagle3=False):
     """Under ZeroGPU (a worker per call keeps no decoder): every payoff run to its end in one call."""
     from eagle_core.decoding.branch_payoff import PayoffRun
     target, heads = MODEL.require()
-    run = PayoffRun.for_record(target, payoff_heads(heads, eagle3), payoff_shape(), rec)
-    while not run.done:
-        run.step()
-    return run.result().to_dict()
+    return finish(PayoffRun.for_record(target, payoff_heads(heads, eagle3), payoff_shape(), rec)).result().to_dict()
 
 
 def payoff_turns(rec: dict, eagle3: bool, waiting):
@@ -73,9 +71,14 @@ def payoff_turns(rec: dict, eagle3: bool, waiting):
     from eagle_core.decoding.branch_payoff import PayoffRun
     target, heads = MODEL.require()
     run = PayoffRun.for_record(target, payoff_heads(heads, eagle3), payoff_shape(), rec)
-    while not run.done:
-        yield from job_turn(run.step, waiting)
+    yield from drive(run, payoff_turn, waiting)
     return run.result().to_dict()
+
+
+def payoff_turn(run, waiting=None, cancel=None):
+    """One round of the payoff's runs as a job of the engine loop."""
+    stepped = yield from job_turn(run.step, waiting, cancel)
+    return stepped if stepped is CANCELLED else [stepped]
 
 
 def check_inputs(prefix, branches) -> tuple[int, str]:

@@ -95,7 +95,7 @@ class LawPanel:
             target, heads = MODEL.require()
             head = heads[s.shift]
             ids = self.position(state, s, target, request)
-            job = lambda: root_dists(target, head, ids, float(s.temperature), float(s.top_p))  # noqa: E731
+            job = lambda: root_dists(target, head, ids, s.config())  # noqa: E731  (the session's own drafter)
             got = yield from job_turn(job, lambda ahead, w: {self.note: queue_note(ahead, w)})
             if got is CANCELLED:
                 return

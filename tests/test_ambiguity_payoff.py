@@ -58,7 +58,8 @@ def unshifted_twin(target, head) -> EagleHead:
 def oracle_record(real_tokenizer):
     target, head = successor_oracle(real_tokenizer)
     un = unshifted_twin(target, head)
-    rec = compute_ambiguity(target, head, un, PREFIX, n_branches=3)
+    # the heads predict through the payoff's drafter (its full vocabulary: the oracle drafts rare tokens)
+    rec = compute_ambiguity(target, head, un, PREFIX, n_branches=3, cfg=TREE)
     pay = measure_payoff(target, {"shifted": head, "unshifted": un}, TREE, rec.token_ids,
                          [(b.token_id, b.text) for b in rec.branches], new_tokens=8)
     rec.payoff = pay.to_dict()

@@ -3,6 +3,7 @@
 The app is launched in-process on a free port with `--target tiny` (a tiny random Llama with the embedded
 tokenizer), so the whole file runs in well under a minute on a CPU.
 """
+import dataclasses
 import json
 import os
 import time
@@ -273,25 +274,29 @@ def test_walkthrough(client):
 
 
 def test_ambiguity_matches_the_drafters_convention(url):
-    """The shifted prediction for branch t is what the drafter's catch-up computes for the root t, and the
-    unshifted one is its catch-up for (f_I, e(I)): the "How can I" view uses the engine's own head convention."""
+    """What "How can I" shows each head predicting after a branch t is what a generation's own drafter (the
+    device's default: on a CPU an 8192-token draft vocabulary, a bf16 draft LM head) drafts from when t is the
+    root: the engine's first cycle after a prefill that picked t. The unshifted head's guess is one for every t."""
     import torch
 
-    from eagle_core.decoding.ambiguity import _run_head, compute_ambiguity
-    from eagle_core.decoding.draft import DraftSpec, Drafter
+    from eagle_core.decoding.ambiguity import _features, compute_ambiguity
+    from eagle_core.decoding.engine import EagleDecoder, default_config
     target, heads = app.MODEL.target, app.MODEL.heads
     ids = target.render_prompt("How can I", chat_template=False)
-    _, feats = target.forward(torch.tensor([ids]))
-    branches = [11, 22]
-    sh = _run_head(heads["shifted"], target, feats, ids, branches)
-    un = _run_head(heads["unshifted"], target, feats, ids, None)
-    for b, t in enumerate(branches):
-        d = Drafter(heads["shifted"], target, DraftSpec(kind="chain", depth=1), 64)
-        ref = d.catch_up(feats, ids + [t])[0, -1]
-        assert torch.allclose(sh[b], ref, atol=1e-4)
-        d = Drafter(heads["unshifted"], target, DraftSpec(kind="chain", depth=1), 64)
-        ref = d.catch_up(feats, ids + [t])[0, -1]
-        assert torch.allclose(un[0], ref, atol=1e-4)
+    cfg = dataclasses.replace(default_config(target.device.type, target.numerics), draft="chain", depth=1,
+                              temperature=0.0, max_new_tokens=4)
+    fs = _features(target, heads["shifted"], heads["unshifted"], None, ids, 2, cfg)
+    for name, pred, q in (("shifted", fs.sh[0], fs.sh_next[0]), ("unshifted", fs.un[0], fs.un_next)):
+        dec = EagleDecoder(target, heads[name], cfg, ids)
+        dec.step()                                    # the prefill picks the argmax: the first branch
+        assert dec.new_ids == [fs.branch_ids[0]]
+        with torch.inference_mode():
+            res = dec._cycle()
+        assert torch.allclose(q, res.tree.dists[0].float().exp(), atol=1e-5), name
+        if cfg.draft_vocab:
+            assert int((q > 0).sum()) <= cfg.draft_vocab, name
+    other = _features(target, heads["shifted"], heads["unshifted"], None, ids, 3, cfg)
+    assert torch.equal(other.un, fs.un)               # one guess whatever the branch
     rec = compute_ambiguity(target, heads["shifted"], heads["unshifted"], "How can I", 3)
     assert len(rec.branches) == 3 and rec.last_token.strip() == "I"
     assert all(br.vocab and len(br.vocab) == len(br.vocab_shifted) for br in rec.branches)

@@ -271,7 +271,8 @@ def test_how_can_i_shows_the_eagle3_drafts_the_engine_would_make(small):
     from eagle_core.model.head import random_head
     target, head = small
     rec = compute_ambiguity(target, random_head(target, "shifted"), random_head(target, "unshifted", seed=1),
-                            "3 5 7 9", n_branches=3, k=4, eagle3_head=head)
+                            "3 5 7 9", n_branches=3, k=4, eagle3_head=head,
+                            cfg=DecodeConfig(draft="chain", depth=1))   # the drafter below: the head's own dtype
     assert rec.eagle3_head and all(len(b.eagle3_next) == 4 and len(b.vocab_eagle3) == len(b.vocab)
                                    for b in rec.branches)
     allowed = set(head.target_ids.tolist())

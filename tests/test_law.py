@@ -49,18 +49,23 @@ def test_the_test_tells_a_wrong_rule_apart(monkeypatch):
     assert rec.p_value < 1e-6
 
 
-def test_root_dists_are_the_engines_own(real_tokenizer):
-    """p and q at the root equal what a real cycle of the engine drafts from and verifies against."""
+@pytest.mark.parametrize("vocab,dtype", [(0, None), (8192, "mixed")])
+def test_root_dists_are_the_engines_own(real_tokenizer, vocab, dtype):
+    """p and q at the root equal what a real cycle of the engine drafts from and verifies against, with the
+    session's own drafter: the CPU default drafts over 8192 tokens with a bf16 LM head (q = 0 outside them)."""
     target, head = oracle_pair(real_tokenizer, kernels="exact")
-    cfg = DecodeConfig(draft="static", tree="cpu-6", temperature=0.8, top_p=0.9, seed=3, max_new_tokens=8)
+    cfg = DecodeConfig(draft="static", tree="cpu-6", temperature=0.8, top_p=0.9, seed=3, max_new_tokens=8,
+                       draft_vocab=vocab, draft_dtype=dtype)
     dec = EagleDecoder(target, head, cfg, [1, 100, 7, 300, 42])
     dec.step()                                       # the prefill: its token is the next cycle's root
     ids = dec.prompt_ids + list(dec.new_ids)
-    p, q = root_dists(target, head, ids, 0.8, 0.9)
+    p, q = root_dists(target, head, ids, cfg)
     with torch.inference_mode():
         res = dec._cycle()                           # one real cycle (step() without the record)
     assert torch.allclose(p, res.probs[0].float(), atol=1e-5)
     assert torch.allclose(q, res.tree.dists[0].float().exp(), atol=1e-5)
+    if vocab:
+        assert int((q > 0).sum()) <= vocab          # nothing drawn outside the draft vocabulary
 
 
 def test_the_figure_and_sentence_follow_the_record(monkeypatch):

@@ -87,39 +87,21 @@ def _topk(probs: torch.Tensor, k: int, text) -> list[TokenP]:
     return [TokenP(int(t), text(int(t)), float(p)) for t, p in zip(i.tolist(), v.tolist())]
 
 
-def _run_head(head, target, feats: torch.Tensor, tokens: list[int], branch_tokens: list[int] | None):
-    """Predictions of the extra entry j = n, one per branch (shifted) or a single one (branch_tokens None).
-
-    feats: [1, n, H] target features f_0..f_{n-1}; tokens: t_0..t_{n-1}.
-    """
-    n = len(tokens)
-    shifted = head.shift == "shifted"
-    js = list(range(1, n))
-    committed = [tokens[j] if shifted else tokens[j - 1] for j in js]
-    last = branch_tokens if branch_tokens is not None else [tokens[n - 1]]
-    B = len(last)
-    dev = feats.device
-    ids = torch.tensor([committed + [t] for t in last], device=dev)            # [B, n]
-    f = feats.expand(B, -1, -1)                                               # f_0..f_{n-1}
-    pos = torch.arange(n, device=dev)[None].expand(B, -1)                     # entry j at position j-1
-    out = head(f.to(head.fc.weight.dtype), target.embed_tokens(ids), pos, None, None)
-    return out[:, -1]                                                         # [B, H]
-
-
-def _eagle3_next(head, target, ids: list[int], branch_tokens: list[int]) -> torch.Tensor:
-    """[B, V] an EAGLE-3 head's draft distribution after each branch token, as target-vocabulary probabilities
-    (zero outside its draft vocabulary): entry j reads (fused g_{j-1}, e(t_j)) as in drafting, the last entry
-    (g_I, e(t)) for branch t."""
-    n, B, dev = len(ids), len(branch_tokens), target.device
-    _, fused = target.forward(torch.tensor([ids], device=dev), logits=False, aux_layers=head.aux_layers)
-    toks = torch.tensor([ids[1:] + [t] for t in branch_tokens], device=dev)       # t_1..t_{n-1}, then t
-    pos = torch.arange(n, device=dev)[None].expand(B, -1)
-    dt = head.fc.weight.dtype
-    out = head(fused.expand(B, -1, -1).to(dt), target.embed_tokens(toks).to(dt), pos, None, None)[:, -1]
-    q = torch.softmax(head.logits(out).float(), -1)                                # [B, draft vocab]
-    full = q.new_zeros(B, target.vocab_size)
-    full[:, head.target_ids.to(dev)] = q
-    return full
+def _drafted(drafter, feats: torch.Tensor, tokens: list[int], last_tokens: list[int]):
+    """What `drafter` (a generation's own: engine.new_drafter) predicts after "tokens t" for each t in
+    `last_tokens`: ([B, H] the predicted feature of the entry at the root, [B, V] the draft law q there over the
+    target's vocabulary, zero outside the draft vocabulary), each from one catch-up over the prefix's features, as
+    a cycle after that prefix drafts. feats: [1, n, H] the target's f_0..f_{n-1} (EAGLE-3: its fused features);
+    tokens: t_0..t_{n-1}. The entry at the root reads (f_{n-1}, e(t)) for a shifted head, (f_{n-1}, e(t_{n-1}))
+    for an unshifted one, whatever t is."""
+    preds, qs = [], []
+    for t in last_tokens:
+        drafter.reset()
+        pred = drafter.catch_up(feats, tokens + [t])               # [1, 1, H]
+        tree = drafter.draft(pred, t, tokens[-1], 0.0, 0, 1.0, None)
+        preds.append(pred[0, 0].float())
+        qs.append(tree.dists[0].float().exp())
+    return torch.stack(preds), torch.stack(qs)
 
 
 CHAT_USER_TURN = "Hi!"
@@ -171,22 +153,33 @@ class _Features:
     e3_next: torch.Tensor | None          # [B, V] the EAGLE-3 head's drafts after each branch, or None
 
 
-def _features(target, shifted_head, unshifted_head, eagle3_head, ids: list[int], n_branches: int) -> _Features:
-    """One target pass over the prefix, one over "prefix t" for the top n_branches tokens t, and the heads."""
+def _features(target, shifted_head, unshifted_head, eagle3_head, ids: list[int], n_branches: int,
+              cfg=None) -> _Features:
+    """One target pass over the prefix, one over "prefix t" for the top n_branches tokens t, and each head's
+    predictions through the drafter a generation with `cfg` drafts with (default: the device's default
+    generation's: on a CPU an 8192-token draft vocabulary and a bf16 draft LM head)."""
+    from .draft import DraftSpec
+    from .engine import default_config, new_drafter
     dev = target.device
+    cfg = cfg or default_config(dev.type, getattr(target, "numerics", None))
     logits, feats = target.forward(torch.tensor([ids], device=dev))   # f_0..f_{n-1}
     top = torch.topk(torch.softmax(logits[0, -1].float(), -1), n_branches)
     branch_ids = [int(t) for t in top.indices.tolist()]
     b_logits, b_feats = target.forward(torch.tensor([ids + [t] for t in branch_ids], device=dev))
-    sh = _run_head(shifted_head, target, feats, ids, branch_ids).float()      # [B, H]
-    un = _run_head(unshifted_head, target, feats, ids, None).float()          # [1, H]
-    lm = target.lm_head
+
+    def drafter(head):
+        return new_drafter(target, head, cfg, DraftSpec(kind="chain", depth=1), len(ids) + 2)
+
+    sh, sh_next = _drafted(drafter(shifted_head), feats, ids, branch_ids)      # [B, H], [B, V]
+    un, un_next = _drafted(drafter(unshifted_head), feats, ids, branch_ids[:1])  # one guess, whatever t is
+    e3_next = None
+    if eagle3_head is not None:
+        _, fused = target.forward(torch.tensor([ids], device=dev), logits=False, aux_layers=eagle3_head.aux_layers)
+        _, e3_next = _drafted(drafter(eagle3_head), fused, ids, branch_ids)
     return _Features(
         branch_ids=branch_ids, branch_p=[float(p) for p in top.values.tolist()], real=b_feats[:, -1].float(),
-        real_next=torch.softmax(b_logits[:, -1].float(), -1), sh=sh, un=un,
-        sh_next=torch.softmax(lm(sh.to(lm.weight.dtype)).float(), -1),
-        un_next=torch.softmax(lm(un.to(lm.weight.dtype)).float(), -1)[0], f_last=feats[0, -1].float(),
-        e3_next=_eagle3_next(eagle3_head, target, ids, branch_ids) if eagle3_head is not None else None)
+        real_next=torch.softmax(b_logits[:, -1].float(), -1), sh=sh, un=un, sh_next=sh_next, un_next=un_next[0],
+        f_last=feats[0, -1].float(), e3_next=e3_next)
 
 
 def _pca_plane(fs: _Features) -> tuple[list[list[float]], list[float]]:
@@ -232,11 +225,12 @@ def _branch(fs: _Features, b: int, proj, cross: torch.Tensor, un_dist: torch.Ten
 
 @torch.inference_mode()
 def compute_ambiguity(target, shifted_head, unshifted_head, prefix: str = "How can I", n_branches: int = 4,
-                      k: int = 6, chat: bool = False, eagle3_head=None) -> AmbiguityRecord:
+                      k: int = 6, chat: bool = False, eagle3_head=None, cfg=None) -> AmbiguityRecord:
     """Real features and head predictions for the top `n_branches` continuations of `prefix`; with `eagle3_head`,
-    that head's drafts after each branch too."""
+    that head's drafts after each branch too. The heads predict through the drafter of a generation with `cfg`
+    (the payoff's shape, whose runs then draft with the same drafter; default the device's default generation)."""
     prefix, ids, start = _checked_ids(target, shifted_head, unshifted_head, prefix, n_branches, chat)
-    fs = _features(target, shifted_head, unshifted_head, eagle3_head, ids, n_branches)
+    fs = _features(target, shifted_head, unshifted_head, eagle3_head, ids, n_branches, cfg)
     proj, var = _pca_plane(fs)
     text = target.token_text
     cross = torch.cdist(fs.sh, fs.real)                         # [B, B]: shifted prediction b -> real feature c

@@ -62,29 +62,25 @@ class LawRecord:
     seconds: float = 0.0
 
 
-@torch.no_grad()
-def root_dists(target, head, ids: list[int], temperature: float, top_p: float, top_k: int = 0):
-    """(p, q) over the target's vocabulary for the token after `ids` (its last token the root): the target's law
-    warped as the engine warps it, and the head's draft law there, warped as the drafter warps q for the ratio
-    rule (EAGLE-1: the head reads (f_{j-1}, e(t_j)) for j = 1..n-1 and its last output is the root's predicted
-    feature; EAGLE-3: its fused features and its own LM head over its draft vocabulary, zero elsewhere)."""
-    from .ambiguity import _eagle3_next
-    dev = target.device
-    x = torch.tensor([ids], device=dev)
-    if getattr(head, "target_ids", None) is not None:                   # EAGLE-3
-        logits, _ = target.forward(x, logits="last")
-        q_raw = _eagle3_next(head, target, ids[:-1], [ids[-1]])[0].clamp_min(0).log()
-    else:
-        logits, feats = target.forward(x, logits="last")
-        dt = head.fc.weight.dtype
-        shifted = getattr(head, "shift", "shifted") == "shifted"
-        toks = torch.tensor([ids[1:] if shifted else ids[:-1]], device=dev)
-        pos = torch.arange(len(ids) - 1, device=dev)[None]
-        out = head(feats[:, :-1].to(dt), target.embed_tokens(toks).to(dt), pos, None, None)[:, -1]
-        q_raw = target.lm_head(out.to(target.lm_head.weight.dtype))[0].float()
-    p = warp_logits(logits[0, -1], temperature, top_k, top_p).exp()
-    q = warp_logits(q_raw, temperature, top_k, top_p).exp()
-    return p, q
+@torch.inference_mode()
+def root_dists(target, head, ids: list[int], cfg):
+    """(p, q) over the target's vocabulary for the token after `ids` (its last token the root), for a generation
+    with `cfg` (engine.DecodeConfig, T > 0): the target's law warped as the engine warps it, and the draft law the
+    root's children are drawn from, as that generation's own drafter makes it (engine.new_drafter: its draft
+    vocabulary, q = 0 outside it, and its precision), from one prefill of `ids` and one catch-up of the head, as a
+    cycle after that prefill drafts. EAGLE-3: its fused features, its own LM head over its draft vocabulary."""
+    from .draft import DraftSpec
+    from .engine import new_drafter
+    if len(ids) < 2:
+        raise ValueError("the law at a position needs at least two tokens before it")
+    drafter = new_drafter(target, head, cfg, DraftSpec(kind="chain", depth=1), len(ids) + 1)
+    x = torch.tensor([ids], device=target.device)
+    logits, feats = target.forward(x, logits="last", aux_layers=tuple(getattr(head, "aux_layers", ())))
+    root_feat = drafter.catch_up(feats[:, :-1], ids)        # the head's entries j = 1..n-1, the root's predicted f
+    generator = torch.Generator(device=target.device).manual_seed(0)   # (the drafted child is not used)
+    tree = drafter.draft(root_feat, ids[-1], ids[-2], cfg.temperature, cfg.top_k_sampling, cfg.top_p, generator)
+    p = warp_logits(logits[0, -1], cfg.temperature, cfg.top_k_sampling, cfg.top_p).exp()
+    return p, tree.dists[0].float().exp()
 
 
 def draw_first_tokens(p: torch.Tensor, q: torch.Tensor, children: int, n: int, generator: torch.Generator,
