@@ -46,9 +46,16 @@ def as_dicts(records):
 
 def show_token(text: str, limit: int = 14) -> str:
     """A token's text made visible: newlines as '↵', tabs as '⇥', and spaces as '␣' where a label would hide
-    them (at either end, after a newline), so that '\\n' and '\\n  ' (newline + indent) read differently."""
+    them (at either end, after a newline), so that '\\n' and '\\n  ' (newline + indent) read differently; the chat
+    template's tokens by name ("<|im_end|>": "⏹ end of answer", as the text panel draws it)."""
     if text is None:
         return ""
+    name = control_name(text)
+    if name:   # the chat template's token: named as the text names it ("⏹ end of answer"), not its markup
+        if name == "end of answer":
+            return f"⏹ {name}"
+        s = f"[{name}]"
+        return s if len(s) <= limit else s[:limit - 1] + "…"
     s = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
     s = re.sub(r"^ +| +$|(?<=[↵⇥]) +", lambda m: "␣" * len(m.group()), s)
     if s == "":
