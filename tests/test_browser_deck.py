@@ -1,9 +1,11 @@
 """The walkthrough as a deck in headless Chromium (tiny target; issue 38, point 1): on a 1280x720 projector in
 presenter mode a teacher clicks through all seven steps, with Next and with the arrow keys, and never scrolls:
 Prev, the step counter, Next, the text, the buttons and the figure are inside the window on every step. Step 3's
-tree and mask are linked by hover. On a 390 px phone the deck stacks and Prev / Next stay on screen. Screenshots go
-to test-artifacts/."""
+tree and mask are linked by hover. On a 390 px phone the deck stacks, Prev / Next stay on screen and a tree's
+tokens are whole. Every step's text is at most three sentences of at most 55 words, at every size (issue 50.9).
+Screenshots go to test-artifacts/."""
 import os
+import re
 
 import pytest
 from test_browser import ARGS, ARTIFACTS, CHROMIUM, playwright_api, server  # noqa: F401  (fixture + skips)
@@ -155,7 +157,18 @@ def each_step(page):
         if k > 1:
             page.locator("#el-walk-next").click()
             wait_step(page, k)
+        short_text(page, k)
         yield k
+
+
+MAX_WORDS = 55   # a step's three sentences (issue 50.9: the texts ran to 56-65 words on steps 2, 4, 5 and 6)
+
+
+def short_text(page, k: int):
+    """Issue 50.9: each step says its point in at most three short sentences (the detail folds under "More")."""
+    text = page.locator("#el-walk-text").inner_text().strip()
+    words, sentences = len(text.split()), len(re.findall(r"[.!?](?:\s|$)", text))
+    assert words <= MAX_WORDS and sentences <= 3, (k, f"{words} words, {sentences} sentences", text)
 
 
 @pytest.mark.parametrize("width,height,presenter", SCREENS,
@@ -194,11 +207,38 @@ MODEBAR_JS = """() => [...document.querySelectorAll('#el-walk-deck .js-plotly-pl
     return {id: el.closest('[id]').id, bar: box(bar), title: box(title)}; })"""
 
 
-def test_a_phone_keeps_the_plot_toolbar_off_the_figures_titles(server):  # noqa: F811
+# a phone's deck: the trees' node boxes shown (their token, their box, the figure's box and how far it scrolls sideways)
+PHONE_NODES_JS = """() => [...document.querySelectorAll('#el-walk-deck .js-plotly-plot')].filter((el) => el.offsetParent)
+  .flatMap((el) => { const anns = el.layout.annotations || [], f = el.getBoundingClientRect();
+    return [...el.querySelectorAll('g.annotation')]
+      .filter((g) => ((anns[+g.getAttribute('data-index')] || {}).name || '').startsWith('node-'))
+      .map((g) => { const b = (g.querySelector('.annotation-text-g') || g).getBoundingClientRect();
+        const t = g.querySelector('text');
+        return {text: t.textContent, px: parseFloat(t.style.fontSize || getComputedStyle(t).fontSize),
+                l: b.left - f.left + el.scrollLeft, r: b.right - f.left + el.scrollLeft, t: b.top, b: b.bottom,
+                box: f.width, scroll: el.scrollWidth, fig: el.closest('[id]').id}; }); })"""
+
+
+def test_a_phone_keeps_the_toolbar_off_the_titles_and_the_trees_tokens_whole(server):  # noqa: F811
+    """On a 390 px phone the plot's toolbar covers no figure's title (issue 50.5), and a tree's tokens are whole, in
+    boxes that do not touch (issue 50: step 6's runner-up read "✓ ␣p…"): a tree too wide for the phone is drawn wider
+    and its box scrolls sideways, the page itself does not."""
     with playwright_api.sync_playwright() as p:
         browser, page = open_deck(p, server, 390, 844, presenter=False)
-        titled = 0
+        titled = trees = 0
         for k in each_step(page):
+            page.wait_for_function("() => window.__elFitQueue() === 0", timeout=20000)   # the tree beside it too
+            nodes = page.evaluate(PHONE_NODES_JS)
+            trees += bool(nodes)
+            for a in nodes:
+                assert "…" not in a["text"], (k, "a token cut short", a)
+                assert a["px"] >= 11, (k, "a token in type too small to read", a)
+                assert a["l"] >= -1 and a["r"] <= a["scroll"] + 1, (k, "a box past the figure's edge", a)
+            for i, a in enumerate(nodes):
+                for b in nodes[i + 1:]:
+                    ox, oy = min(a["r"], b["r"]) - max(a["l"], b["l"]), min(a["b"], b["b"]) - max(a["t"], b["t"])
+                    assert a["fig"] != b["fig"] or ox <= -3 or oy <= -3, (k, "two boxes touch", a, b)
+            assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 1, k
             for f in page.evaluate(MODEBAR_JS):
                 if not (f["bar"] and f["title"]):
                     continue
@@ -210,5 +250,9 @@ def test_a_phone_keeps_the_plot_toolbar_off_the_figures_titles(server):  # noqa:
             if k in (3, 4, 6, 7):
                 page.locator("#el-walk-fig").scroll_into_view_if_needed()
                 page.screenshot(path=os.path.join(ARTIFACTS, f"deck_390_step{k}_figure.png"))
+            if k in (2, 3, 6):
+                page.locator("#el-walk-side" if k != 2 else "#el-walk-fig").scroll_into_view_if_needed()
+                page.screenshot(path=os.path.join(ARTIFACTS, f"deck_390_step{k}_tree.png"))
         assert titled >= 5, "the deck's figures have titles and toolbars to compare"
+        assert trees >= 3, "steps 2, 3 and 6 draw a tree"
         browser.close()

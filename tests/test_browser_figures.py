@@ -54,7 +54,9 @@ MEASURE_JS = """() => {
     const same = (a, b, k) => a.kind === k && b.kind === k;
     for (let i = 0; i < items.length; i++) {
       const a = items[i];
-      if (a.kind !== 'gradio label' && (a.r.left < fr.left - 1 || a.r.right > fr.right + 1 ||
+      // (a phone's tree may be drawn wider than its box, which then scrolls sideways: its edges are the figure's)
+      if (a.kind !== 'gradio label' && (a.r.left < fr.left - el.scrollLeft - 1 ||
+                                        a.r.right > fr.left - el.scrollLeft + Math.max(fr.width, el.scrollWidth) + 1 ||
                                         a.r.top < fr.top - 1 || a.r.bottom > fr.bottom + 1))
         bad.push(`${name}: ${a.kind} “${cut(a.t)}” runs past the figure's edge`);
       for (let j = i + 1; j < items.length; j++) {

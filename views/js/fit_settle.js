@@ -3,10 +3,11 @@
 /* global axisKeys, axKey, clearBg, memos, memoKey, shorten, fillHeight, scaleOf */
 const scaleNow = (el) => scaleOf(el.clientWidth);   // the type scale this fit applies (fit.js)
 const boxes = (el) => {   // drawn text boxes relative to the figure's top-left corner
-  const fr = el.getBoundingClientRect(), out = [];
+  // (a phone's tree may be wider than its box, which scrolls sideways: measured from the figure's own left edge)
+  const fr = el.getBoundingClientRect(), out = [], x0 = fr.left - el.scrollLeft;
   const rel = (e, kind, idx, te) => { const r = e.getBoundingClientRect();
     if (r.width > 0.5 && r.height > 0.5 && ((te || e).textContent || '').trim())
-      out.push({kind, idx, l: r.left - fr.left, r: r.right - fr.left, t: r.top - fr.top, b: r.bottom - fr.top}); };
+      out.push({kind, idx, l: r.left - x0, r: r.right - x0, t: r.top - fr.top, b: r.bottom - fr.top}); };
   const anns = el._fullLayout.annotations || [];
   el.querySelectorAll('.g-gtitle text.gtitle').forEach((e) => rel(e, 'title'));
   el.querySelectorAll('.infolayer g.annotation').forEach((g) => { const a = anns[+g.getAttribute('data-index')] || {};
@@ -18,7 +19,7 @@ const boxes = (el) => {   // drawn text boxes relative to the figure's top-left 
   el.querySelectorAll('.infolayer text').forEach((e) => { if (/^[xy]\d*title$/.test(e.getAttribute('class') || '')) rel(e, 'axis'); });
   el.querySelectorAll('.legend .legendtext').forEach((e) => rel(e, 'legend'));
   el.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text').forEach((e) => rel(e, 'tick'));
-  return {w: fr.width, h: fr.height, items: out};
+  return {w: Math.max(fr.width, (el._fullLayout || {}).width || 0), h: fr.height, items: out};
 };
 const hit = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 2 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 2;
 // two node boxes keep a gap of NODE_GAP px (their borders, half outside the box, must not touch)
@@ -31,20 +32,55 @@ const nodeFontFloor = (el, o) => {   // the node type's factor at which the smal
   return px > 0 && px < Infinity ? Math.min(1, NODE_READ_PX / px) : 1;
 };
 // node boxes (the tree's labels) that collide: boxes in different rows call for taller rows (the plot's growth,
-// px); boxes side by side in one row, or a box cut at the figure's edge, for narrower boxes (crowded)
+// px); boxes side by side in one row, or a box cut at the figure's edge, for narrower boxes (crowded) or a wider
+// plot (spread: the factor its width needs for the boxes of one row to clear each other)
 const nodeRoom = (nodes, w, plotH) => {
-  let grow = 0, crowded = false;
+  let grow = 0, crowded = false, spread = 1;
   nodes.forEach((a, i) => {
-    if (a.l < 1 || a.r > w - 1) crowded = true;
+    if (a.l < 1 || a.r > w - 1) { crowded = true; spread = Math.max(spread, 1.1); }
     nodes.slice(i + 1).forEach((b) => {
       if (!near(a, b)) return;
       const dy = Math.abs(a.t + a.b - b.t - b.b) / 2;   // between their rows' centres
       const oy = Math.min(a.b, b.b) - Math.max(a.t, b.t) + NODE_GAP + 1;
-      if (dy > 4) grow = Math.max(grow, plotH * oy / dy);   // rows dy apart need dy + oy: the plot grows by oy / dy
-      else crowded = true;
+      if (dy > 4) { grow = Math.max(grow, plotH * oy / dy); return; }   // rows dy apart need dy + oy: the plot grows by oy / dy
+      crowded = true;
+      const dx = Math.abs(a.l + a.r - b.l - b.r) / 2;   // between their columns' centres, which a wider plot moves apart
+      spread = Math.max(spread, dx > 4 ? ((a.r - a.l + b.r - b.l) / 2 + NODE_GAP + 1) / dx : 2);
     });
   });
-  return {grow, crowded};
+  return {grow, crowded, spread};
+};
+// a phone's tree (a plot narrower than this, not a deck's screen-high figure) widens, its box scrolling sideways, up
+// to WIDE_MAX times the box's width before its tokens are cut: "✓ ␣p…" said nothing (step 6's runner-up at 390 px)
+const NARROW_PX = 560, WIDE_MAX = 2.5;
+// what a tree's crowded node boxes take next, one step a pass: a wider plot (a phone), smaller type (a deck), shorter
+// tokens, then smaller type
+const nodeStep = (el, o, fz, mm, room, tight) => {
+  let cut = 0, shrink = 0, widen = 0;
+  // a deck's tree (a projector's type) first takes smaller type, down to what a class still reads, and only then
+  // cuts its tokens: a whole token in smaller type reads, "␣…" does not (issue 50.5)
+  const deckFont = fillHeight(el) && room.crowded && (o.nodeLimit || 14) >= 14 ? nodeFontFloor(el, o) : 0;
+  const box = el.clientWidth, wideMax = Math.floor(WIDE_MAX * box);
+  if (room.crowded && !fillHeight(el) && box < NARROW_PX && (o.nodeLimit || 14) >= 14 && fz.width < wideMax) {
+    const plotW = fz.width - mm.l - mm.r;   // the plot's width grows: its columns move apart, the type stays
+    widen = Math.min(wideMax, Math.ceil(fz.width + plotW * (room.spread - 1) + 4));
+  } else if (deckFont && (o.nodeFont || 1) > deckFont + 1e-6) {
+    o.nodeFont = Math.max(deckFont, (o.nodeFont || 1) - 0.1);
+    shrink = o.nodeFont;
+  } else if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
+    o.nodeLimit = Math.max(NODE_MIN_CHARS, (o.nodeLimit || 14) - 3);
+    cut = o.nodeLimit;
+  } else if ((room.crowded || tight) && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
+    o.nodeFont = Math.max(NODE_MIN_FONT, (o.nodeFont || 1) - 0.1);
+    shrink = o.nodeFont;
+  }
+  return {cut, shrink, widen};
+};
+// a figure wider than its box (a phone's tree) scrolls sideways in it; one that fits does not
+const scrollWide = (el) => {
+  const wide = el._fullLayout.width > el.clientWidth + 1;
+  if ((el.style.overflowX === 'auto') !== wide) el.style.overflowX = wide ? 'auto' : '';
+  el.classList.toggle('el-wide', wide);
 };
 // measured: grow the margins until nothing is clipped, the title covers nothing and the legend clears the axes;
 // what it grew is kept for the next figure of the same kind (plan's memo)
@@ -94,21 +130,8 @@ const settle = async (el, o, H0, sig) => {
     // not make a box lower)
     const tight = room.grow > 0 && fillHeight(el);
     if (!tight) grow = Math.max(grow, room.grow);
-    let cut = 0, shrink = 0;
-    // a deck's tree (a projector's type) first takes smaller type, down to what a class still reads, and only then
-    // cuts its tokens: a whole token in smaller type reads, "␣…" does not (issue 50.5)
-    const deckFont = fillHeight(el) && room.crowded && (o.nodeLimit || 14) >= 14 ? nodeFontFloor(el, o) : 0;
-    if (deckFont && (o.nodeFont || 1) > deckFont + 1e-6) {
-      o.nodeFont = Math.max(deckFont, (o.nodeFont || 1) - 0.1);
-      shrink = o.nodeFont;
-    } else if (room.crowded && (o.nodeLimit || 14) > NODE_MIN_CHARS) {
-      o.nodeLimit = Math.max(NODE_MIN_CHARS, (o.nodeLimit || 14) - 3);
-      cut = o.nodeLimit;
-    } else if ((room.crowded || tight) && (o.nodeFont || 1) > NODE_MIN_FONT + 1e-6) {
-      o.nodeFont = Math.max(NODE_MIN_FONT, (o.nodeFont || 1) - 0.1);
-      shrink = o.nodeFont;
-    }
-    if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut && !shrink) break;
+    const {cut, shrink, widen} = nodeStep(el, o, fz, mm, room, tight);
+    if (dt <= 0 && db <= 0 && dl <= 0 && dr <= 0 && legendDown <= 0 && down <= 0 && grow <= 0 && !cut && !shrink && !widen) break;
     const u = {};
     if (down > 0) dt = Math.max(dt, down);   // room for it below, too
     if (dt > 0) { u['margin.t'] = mm.t + dt; }
@@ -122,8 +145,14 @@ const settle = async (el, o, H0, sig) => {
     if (cut) { o.shortened = true; o.ann.forEach((a, i) => { if (a.node) u[`annotations[${i}].text`] = shorten(a.text, cut); }); }
     if (shrink) (fz.annotations || []).forEach((a, i) => { if (o.ann[i] && o.ann[i].node)
       u[`annotations[${i}].font.size`] = o.ann[i].font * scaleNow(el) * shrink; });
+    if (widen) {
+      u.width = widen;
+      // its legend keeps the one column it had in the box (across the wider figure, its rows rose into the plot)
+      if (fz.showlegend && fz.legend && fz.legend.orientation === 'h') u['legend.orientation'] = 'v';
+    }
     await P.relayout(el, u);
   }
+  scrollWide(el);
   const fz = el._fullLayout;
   memos[memoKey(el)] = {sig, margin: {t: fz.margin.t, b: fz.margin.b, l: fz.margin.l, r: fz.margin.r}, grow: fz.height - H0,
                  top: (1 - fz.title.y) * fz.height, legendY: o.legend && fz.legend ? fz.legend.y : null};
