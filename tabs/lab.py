@@ -139,14 +139,26 @@ def engines_section(report: dict | None) -> dict:
     if not report or not report.get("methods"):
         return {"fig": views.common.empty_figure("Not measured: python -m eagle_core.bench --methods "
                                                  "vanilla,eagle-static,llamacpp,llamacpp-eagle3 (docs/benchmarks.md)"),
-                "md": ""}
+                "md": "", "split": None, "split_md": ""}
     cfg = report.get("config") or {}
     finding = vl.engines_finding(report, vl.engines_costs(report))
     md = (vl.engines_table(report) + (f"\n\n**What it shows:** {finding}" if finding else "")
           + f"\n\nMeasured by `{cfg.get('command')}` on {cfg.get('date')} ({cfg.get('threads')} threads): one run, "
             "the same prompts for every method; llama.cpp's tokens/s and τ from its own counters, its pass costs "
             "from llama-bench (the mean of a few runs), ours the best of a few.")
-    return {"fig": vl.engines_figure(report, vl.engines_costs(report)), "md": md}
+    split = vl.split_figure(report) if report.get("pass_split") or report.get("llamacpp_pass_split") else None
+    split_md = (vl.split_table(report) + f"\n\n**What it shows:** {vl.split_finding(report)}\n\n"
+                + SPLIT_NOTE) if split else ""
+    return {"fig": vl.engines_figure(report, vl.engines_costs(report)), "md": md, "split": split,
+            "split_md": split_md}
+
+
+SPLIT_NOTE = ("Ours: the products (every linear layer, the LM head included) and the attention over the cache (its "
+              "append included) timed around each call in the benchmark's own passes; the rest (the other "
+              "operations) and Python between them share what is left as torch.profiler saw it. llama.cpp: "
+              "llama-bench's means; its attention over the cache is its pass after the 256-token context less the "
+              "same pass after none, and its products and other operations are one number, since its build prints "
+              "no per-operation times (eagle_core/bench/pass_split.py).")
 
 
 def lab_source(report: dict | None) -> str:
@@ -278,6 +290,9 @@ class LabTab:
                         "in each engine.")
             gr.Plot(eng["fig"], label="Our engine and llama.cpp: tokens/s and pass costs")
             gr.Markdown(eng["md"])
+            if eng["split"] is not None:
+                gr.Plot(eng["split"], label="Where one pass goes: products, attention, the rest, Python")
+                gr.Markdown(eng["split_md"])
             if LAB_ENGINES_Q4:
                 eng4 = engines_section(LAB_ENGINES_Q4)
                 gr.Markdown("#### The same, our engine on the target's own 4-bit blocks\n`EAGLE_LENS_CPU_KERNELS=q4`: "
@@ -286,6 +301,9 @@ class LabTab:
                             "passes' costs, and llama.cpp runs again in the same benchmark run.")
                 gr.Plot(eng4["fig"], label="On the 4-bit blocks: tokens/s and pass costs")
                 gr.Markdown(eng4["md"])
+                if eng4["split"] is not None:
+                    gr.Plot(eng4["split"], label="On the 4-bit blocks: where one pass goes")
+                    gr.Markdown(eng4["split_md"])
         return self
 
     @property

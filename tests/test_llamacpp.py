@@ -261,3 +261,155 @@ def test_llamacpp_output_is_read_as_it_prints_it():
         llamacpp.speculative_text(out, "How can I learn Rust?")
     assert llamacpp._utf8_whole("ab 🦅".encode()[:-1]) == "ab "
     assert llamacpp._utf8_whole(b"a\xe2b") == "a\ufffdb"
+
+
+# ============================================================================ llama.cpp's own n-gram speculation
+def test_the_ngram_methods_are_the_builds_ngram_types():
+    """One benchmark method per n-gram type the built llama-speculative-simple takes, no more, no fewer: a newer
+    build with another n-gram type (or without one) fails here until NGRAM_TYPES says so."""
+    need_llamacpp("llama-speculative-simple")
+    from eagle_core.bench import methods as bm
+    from eagle_core.bench.llamacpp import LLAMACPP_NGRAM_METHODS
+    built = llamacpp.speculative_types()
+    assert "draft-eagle3" in built and "none" in built
+    assert {t for t in built if t.startswith("ngram")} == set(llamacpp.NGRAM_TYPES)
+    assert bm.parse_methods(",".join(LLAMACPP_NGRAM_METHODS)) == [f"llamacpp-{t}" for t in llamacpp.NGRAM_TYPES]
+    assert {bm.engine_of(m) for m in LLAMACPP_NGRAM_METHODS} == {"llama.cpp"}
+
+
+class NgramFake(FakeEngine):
+    """An n-gram method answering with given text and counters (drafted tokens, accepted, verify passes)."""
+
+    def __init__(self, text, drafted: int, accepted: int, spec_type="ngram-simple"):
+        super().__init__(text)
+        self.drafted, self.accepted, self.spec_type = drafted, accepted, spec_type
+
+    def generate(self, prompt, n):
+        self.prompts.append(prompt)
+        return llamacpp.LlamaRun(text=self.text, new_tokens=n, seconds=0.5, tokens_per_second=2 * n,
+                                 drafted=self.drafted, accepted=self.accepted, drafts=n - self.accepted)
+
+
+def test_an_ngram_method_runs_its_type_without_a_draft_model(monkeypatch):
+    """llama-speculative-simple with `--spec-type ngram-*` and no draft model; llama.cpp's counters read back."""
+    seen = []
+    err = ("encoded   20 tokens in    0.050 seconds, speed:  400.000 t/s\n"
+           "decoded   16 tokens in    0.200 seconds, speed:   80.000 t/s\n\nn_draft   = 3\nn_predict = 16\n"
+           "n_drafted = 9\nn_accept  = 6\naccept    = 66.667%\n")
+
+    def fake_run(cmd, timeout):
+        seen.append(cmd)
+        return "\n\nSay hi. hi hi hi\n\n\n\n", err
+    monkeypatch.setattr(llamacpp, "_run", fake_run)
+    monkeypatch.setattr(llamacpp, "tool", lambda name: f"/bin/{name}")
+    from eagle_core.bench.llamacpp import LlamaCppEngine
+    eng = LlamaCppEngine("llamacpp-ngram-mod", "t.gguf", spec_type="ngram-mod",
+                         extra_args=("--spec-ngram-mod-n-match", "8"))
+    run = eng.generate("Say hi.", 16)
+    cmd = seen[-1]
+    assert cmd[cmd.index("--spec-type") + 1] == "ngram-mod" and "-md" not in cmd
+    assert cmd[cmd.index("--spec-ngram-mod-n-match") + 1] == "8"
+    assert (run.text, run.drafted, run.accepted, run.drafts, run.new_tokens) == (" hi hi hi", 9, 6, 10, 16)
+    assert eng.note()["spec_type"] == "ngram-mod" and eng.note()["head"] is None
+
+
+def test_the_benchmark_reports_ngram_counters_and_the_fastest(tiny_target, monkeypatch):
+    """The n-gram methods in run_bench: each held to llamacpp's tokens, its counters summed in the summary and kept
+    per prompt, a method that drafted nothing named so in the table; the report names the fastest method and
+    engine."""
+    from eagle_core.bench import llamacpp as bl
+    from eagle_core.bench import run as br
+    from eagle_core.bench.report import format_table
+    t = tiny_target
+    items = [{"id": "a", "prompt": "Say hello.", "category": "x"}, {"id": "b", "prompt": "Count.", "category": "x"}]
+    said = " Hello there, how are you today?"
+    engines = {"llamacpp": FakeEngine(said), "llamacpp-ngram-simple": NgramFake(said, 12, 5),
+               "llamacpp-ngram-mod": NgramFake(" Hello there, how are you?", 0, 0, "ngram-mod")}
+    monkeypatch.setattr(bl, "LLAMACPP_TIE_EPS", -1)            # every part a mismatch
+    rep = br.run_bench(t, items, list(engines), {}, max_new_tokens=8, progress=False, warmup=False, engines=engines,
+                       pass_costs=False)
+    assert rep["config"]["mismatch_references"] == {"llamacpp-ngram-simple": "llamacpp",
+                                                    "llamacpp-ngram-mod": "llamacpp"}
+    ms = rep["methods"]
+    assert ms["llamacpp-ngram-simple"]["mismatches"] == 0 and ms["llamacpp-ngram-mod"]["mismatches"] == 2
+    c = ms["llamacpp-ngram-simple"]["draft_counters"]
+    assert (c["drafted"], c["accepted"], c["prompts_drafting"], c["spec_type"]) == (24, 10, 2, "ngram-simple")
+    assert ms["llamacpp-ngram-mod"]["draft_counters"]["drafted"] == 0 and ms["llamacpp"]["draft_counters"] is None
+    assert rep["per_prompt"]["llamacpp-ngram-simple"][0]["llamacpp"] == {"drafted": 12, "accepted": 5, "cycles": 3}
+    text = format_table(rep)
+    mod_line = next(ln for ln in text.splitlines() if ln.strip().startswith("llamacpp-ngram-mod ") and "drafted" in ln)
+    assert "drafted nothing" in mod_line
+    assert rep["fastest"]["engine"] == "llama.cpp" and "fastest: " in text
+
+
+@pytest.fixture(scope="module")
+def embedded_fp32():
+    """(the embedded SmolLM2 in fp32, llama.cpp's target GGUF)."""
+    need_llamacpp("llama-completion", "llama-speculative-simple")
+    return load_target(None, device="cpu", dtype=torch.float32, pack=False), ex.embedded_target_gguf()
+
+
+# A prompt whose answer copies a long stretch of it (code to return with a docstring): where n-gram speculation has
+# something to find. With llama.cpp's defaults every n-gram type drafts here within NGRAM_TOKENS new tokens (the
+# pinned build: 48-96 tokens drafted, 3-26 accepted); on a chat prompt or a sentence to copy, most draft nothing.
+NGRAM_CODE = """def moving_average(values, window):
+    if window <= 0:
+        raise ValueError("window must be positive")
+    result = []
+    total = 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        if i >= window - 1:
+            result.append(total / window)
+    return result"""
+NGRAM_PROMPTS = [{"id": "docstring", "category": "code",
+                  "prompt": "Add a docstring to this Python function and return the whole function:\n\n" + NGRAM_CODE}]
+NGRAM_TOKENS = 128
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_llamacpps_ngram_methods_speculate_and_decode_what_its_plain_decoding_does(embedded_fp32):
+    """Every llamacpp-ngram-* method, run by the benchmark on prompts whose answers repeat: each drafts (llama.cpp's
+    own counter above 0 on every prompt, and accepts some: a method silently running plain decoding fails here)
+    and decodes at T = 0 what llamacpp decodes, up to near-ties of llama.cpp's two kernels (LLAMACPP_TIE_EPS, by
+    the fp32 margin: a part at a wider margin is a mismatch and fails here)."""
+    from eagle_core.bench import run as br
+    from eagle_core.bench.llamacpp import LLAMACPP_NGRAM_METHODS, start_llamacpp
+    target, gguf = embedded_fp32
+    methods = ["llamacpp", *LLAMACPP_NGRAM_METHODS]
+    engines = start_llamacpp(target, None, methods, target_gguf=gguf)
+    rep = br.run_bench(target, NGRAM_PROMPTS, methods, {}, max_new_tokens=NGRAM_TOKENS, progress=False,
+                       warmup=False, engines=engines, pass_costs=False)
+    for m in LLAMACPP_NGRAM_METHODS:
+        s = rep["methods"][m]
+        c = s["draft_counters"]
+        assert c["prompts_drafting"] == len(NGRAM_PROMPTS) and c["accepted"] > 0, (m, c)
+        assert s["mismatches"] == 0, (m, rep["per_prompt"][m])
+
+
+def test_a_part_at_the_last_token_of_two_cut_texts_is_not_a_mismatch(tiny_target, monkeypatch):
+    """llama.cpp's texts are tokenized again and cut at the token limit: where two runs that both reached the limit
+    part only at that last token (a character or merge cut there, measured on a ShareGPT prompt whose 48th token
+    was half of a Chinese character), the benchmark does not count a mismatch; a part before it still counts."""
+    from eagle_core.bench import llamacpp as bl
+    from eagle_core.bench import run as br
+    t = tiny_target
+    words = [" one", " two", " three", " four", " five", " six", " seven", " eight", " nine", " ten"]
+    last = "".join(words[:7] + [" banana"] + words[8:])
+    early = "".join(words[:3] + [" banana"] + words[4:])
+    ref = t.tokenizer.encode("".join(words), add_special_tokens=False)
+    assert t.tokenizer.encode(last, add_special_tokens=False)[:8] == ref[:7] + t.tokenizer.encode(
+        " banana", add_special_tokens=False)[:1]                 # the words are one token each here
+    monkeypatch.setattr(bl, "LLAMACPP_TIE_EPS", -1)             # any other part is a mismatch
+    items = [{"id": "a", "prompt": "Count.", "category": "x"}]
+    engines = {"llamacpp": FakeEngine("".join(words)), "llamacpp-ngram-cache": NgramFake(last, 4, 2, "ngram-cache"),
+               "llamacpp-ngram-mod": NgramFake(early, 4, 2, "ngram-mod")}
+    rep = br.run_bench(t, items, list(engines), {}, max_new_tokens=8, progress=False, warmup=False, engines=engines,
+                       pass_costs=False)
+    assert rep["per_prompt"]["llamacpp-ngram-cache"][0]["diverged_at"] is None
+    assert rep["methods"]["llamacpp-ngram-cache"]["mismatches"] == 0
+    assert rep["per_prompt"]["llamacpp-ngram-mod"][0]["diverged_at"] == 3
+    assert rep["methods"]["llamacpp-ngram-mod"]["mismatches"] == 1

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="llamacpp-eagle3: drafted tokens per cycle (llama.cpp's --spec-draft-n-max, a chain)")
     ap.add_argument("--llamacpp-export", default=None, metavar="DIR",
                     help="the folder llamacpp-eagle3's exported head is written to (default: temporary)")
+    ap.add_argument("--llamacpp-ngram-args", default="", metavar="OPTIONS",
+                    help="llamacpp-ngram-* methods: more llama-speculative-simple options for every n-gram type, e.g. "
+                         "'--spec-ngram-simple-size-n 4 --spec-ngram-simple-size-m 8' (default: llama.cpp's own)")
     ap.add_argument("--llamacpp-target-gguf", default=None, metavar="FILE",
                     help="the target's GGUF the llama.cpp methods run (default: the embedded one)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
@@ -176,6 +179,16 @@ def _llamacpp_pass_costs(pc: dict, engines: dict, threads: int | None) -> dict:
     return pass_costs(gguf, rows=tuple(pc["rows"]), prefix=pc["prefix"], reps=pc.get("reps", 5), n_threads=threads)
 
 
+def _llamacpp_passes(report: dict, engines: dict, threads: int | None):
+    """llama.cpp's pass costs and pass split beside ours (the same rows and prefix), into the report."""
+    if report.get("pass_costs"):
+        report["llamacpp_pass_costs"] = _llamacpp_pass_costs(report["pass_costs"], engines, threads)
+    if report.get("pass_split"):
+        from .pass_split import llamacpp_pass_split
+        report["llamacpp_pass_split"] = llamacpp_pass_split(next(iter(engines.values())).target_gguf,
+                                                            report["pass_split"], n_threads=threads)
+
+
 def main(argv=None) -> int:
     quiet_libraries()
     args = build_parser().parse_args(argv)
@@ -232,10 +245,10 @@ def main(argv=None) -> int:
             from .llamacpp import start_llamacpp
             lc = start_llamacpp(target, heads.get("eagle3"), methods, k=args.llamacpp_k,
                                 export_dir=args.llamacpp_export, target_gguf=args.llamacpp_target_gguf,
-                                n_threads=args.threads, log=lambda t: print(t, file=sys.stderr))
+                                n_threads=args.threads, log=lambda t: print(t, file=sys.stderr),
+                                ngram_args=shlex.split(args.llamacpp_ngram_args))
             engines.update(lc)
-            config["llamacpp"] = {m: {"target": e.target_gguf, "head": e.head_gguf,
-                                      "k": e.k if e.head_gguf else None} for m, e in lc.items()}
+            config["llamacpp"] = {m: e.note() for m, e in lc.items()}
         try:
             report = run_bench(target, prompts, methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
                                temperature=args.temperature, top_p=args.top_p, seed=args.seed,
@@ -246,8 +259,8 @@ def main(argv=None) -> int:
         finally:
             from .vllm import close_engines
             close_engines({m: e for m, e in engines.items() if m not in LLAMACPP_METHODS})
-        if wants_llamacpp and report.get("pass_costs"):
-            report["llamacpp_pass_costs"] = _llamacpp_pass_costs(report["pass_costs"], lc, args.threads)
+        if wants_llamacpp:
+            _llamacpp_passes(report, lc, args.threads)
     except (BenchError, TargetLoadError, HeadLoadError, ValueError, RuntimeError) as exc:
         return fail(str(exc))
     print(format_table(report))

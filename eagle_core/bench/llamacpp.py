@@ -1,5 +1,6 @@
-"""The benchmark's llama.cpp methods: `llamacpp` (its plain decoding of the target's own GGUF) and
-`llamacpp-eagle3` (its speculative decoding with our EAGLE-3 head, exported by export/llamacpp.py).
+"""The benchmark's llama.cpp methods: `llamacpp` (its plain decoding of the target's own GGUF), `llamacpp-eagle3`
+(its speculative decoding with our EAGLE-3 head, exported by export/llamacpp.py) and `llamacpp-ngram-*` (its own
+draftless speculation, one method per n-gram type of the build: eagle_core/llamacpp.py NGRAM_TYPES).
 
 Each generation is one run of llama.cpp's own tool on the prompt (llamacpp.py): the seconds and the counters are
 llama.cpp's (its prompt and eval times, its encode and decode times and draft counters), so loading the files is
@@ -10,17 +11,22 @@ the target's tokenizer for the report's token counts and comparisons; llama-spec
 accept past the limit, and those tokens are cut (their time is not: a small bias against it).
 
 llama.cpp computes with the GGUF's 4-bit blocks and 8-bit activations (its Q4_1 x Q8_1 dot products), another
-numerical model than fp32: at T = 0 `llamacpp-eagle3` must decode what `llamacpp` decodes (the same engine), and
-both are compared with fp32 only as numerics (where they part, not as mismatches).
+numerical model than fp32: at T = 0 every speculative llama.cpp method must decode what `llamacpp` decodes (the same
+engine), and all are compared with fp32 only as numerics (where they part, not as mismatches). Each speculative
+method's result carries llama.cpp's counters (drafted, accepted, cycles): an n-gram type that finds no match drafts
+nothing and is plain decoding in a speculative tool, which the counters (and the report) say.
 """
 from __future__ import annotations
 
 import os
 import tempfile
 
+from ..llamacpp import NGRAM_TYPES
 from .errors import BenchError
 
-LLAMACPP_METHODS = ("llamacpp", "llamacpp-eagle3")
+LLAMACPP_NGRAM_METHODS = tuple(f"llamacpp-{t}" for t in NGRAM_TYPES)
+NGRAM_TYPE_OF = dict(zip(LLAMACPP_NGRAM_METHODS, NGRAM_TYPES))      # method -> its --spec-type
+LLAMACPP_METHODS = ("llamacpp", "llamacpp-eagle3") + LLAMACPP_NGRAM_METHODS
 # Where llama.cpp's speculative and plain decoding part at T = 0, a near-tie of its two kernels (a verify batch and
 # a one-token pass round 8-bit activations differently) is told by the margin between the two tokens' logits in
 # our fp32 target, a proxy for llama.cpp's own (which it does not print). Measured on HumanEval 0-4, 48 tokens:
@@ -32,27 +38,39 @@ class LlamaCppEngine:
     """One llama.cpp method: the files and settings each generation runs with."""
 
     def __init__(self, method: str, target_gguf: str, head_gguf: str | None = None, k: int = 3,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, spec_type: str | None = None, extra_args=()):
         self.method, self.target_gguf, self.head_gguf, self.k = method, target_gguf, head_gguf, k
         self.n_threads = n_threads
+        self.spec_type, self.extra_args = spec_type, tuple(extra_args)    # an n-gram method's type and options
 
     def own_pids(self):
         return ()         # one child process a generation: its CPU counts as ours once it is waited for
 
     def generate(self, prompt: str, max_new_tokens: int):
-        from ..llamacpp import generate_eagle3, generate_plain
+        from ..llamacpp import generate_eagle3, generate_plain, generate_speculative
         if self.head_gguf:
             return generate_eagle3(self.target_gguf, self.head_gguf, prompt, max_new_tokens, k=self.k,
                                    n_threads=self.n_threads)
+        if self.spec_type:
+            return generate_speculative(self.target_gguf, prompt, max_new_tokens, self.spec_type,
+                                        extra_args=self.extra_args, n_threads=self.n_threads)
         return generate_plain(self.target_gguf, prompt, max_new_tokens, n_threads=self.n_threads)
+
+    def note(self) -> dict:
+        """What the report's config records of this method."""
+        return {"target": self.target_gguf, "head": self.head_gguf, "k": self.k if self.head_gguf else None,
+                "spec_type": "draft-eagle3" if self.head_gguf else self.spec_type,
+                "options": list(self.extra_args) or None}
 
 
 def start_llamacpp(target, eagle3_head, methods, k: int = 3, export_dir: str | None = None,
-                   target_gguf: str | None = None, n_threads: int | None = None, log=print) -> dict:
+                   target_gguf: str | None = None, n_threads: int | None = None, log=print,
+                   ngram_args=()) -> dict:
     """{method: LlamaCppEngine} for the llama.cpp methods asked for; the head is exported (export/llamacpp.py)
-    into export_dir (a temporary folder by default) when llamacpp-eagle3 is asked for."""
+    into export_dir (a temporary folder by default) when llamacpp-eagle3 is asked for; ngram_args: options every
+    n-gram method runs with (llama.cpp's defaults without); an n-gram type this build lacks is refused."""
     from ..export import embedded_target_gguf
-    from ..llamacpp import LlamaCppMissing, tool
+    from ..llamacpp import LlamaCppMissing, speculative_types, tool
     wanted = [m for m in methods if m in LLAMACPP_METHODS]
     if not wanted:
         return {}
@@ -61,6 +79,13 @@ def start_llamacpp(target, eagle3_head, methods, k: int = 3, export_dir: str | N
             tool(t)
     except LlamaCppMissing as exc:
         raise BenchError(str(exc)) from None
+    ngrams = [m for m in wanted if m in NGRAM_TYPE_OF]
+    if ngrams:
+        built = speculative_types()
+        missing = [NGRAM_TYPE_OF[m] for m in ngrams if NGRAM_TYPE_OF[m] not in built]
+        if missing:
+            raise BenchError(f"this llama.cpp build has no --spec-type {', '.join(missing)} (it has: "
+                             f"{', '.join(built)})")
     if target_gguf is None:
         if getattr(target, "name", "") not in ("", None) and "SmolLM2-135M-Instruct" not in str(target.name):
             raise BenchError("the llama.cpp methods need the target's GGUF: give --llamacpp-target-gguf")
@@ -78,6 +103,9 @@ def start_llamacpp(target, eagle3_head, methods, k: int = 3, export_dir: str | N
             log(f"exporting the EAGLE-3 head for llama.cpp into {out} ...")
             export_llamacpp(target, eagle3_head, out)
         engines["llamacpp-eagle3"] = LlamaCppEngine("llamacpp-eagle3", target_gguf, path, k=k, n_threads=n_threads)
+    for m in ngrams:
+        engines[m] = LlamaCppEngine(m, target_gguf, n_threads=n_threads, spec_type=NGRAM_TYPE_OF[m],
+                                    extra_args=ngram_args)
     return engines
 
 
@@ -103,12 +131,24 @@ def run_llamacpp_method(engine: LlamaCppEngine, target, prompt_ids, max_new_toke
                                               "prompt_tokens_ours": len(prompt_ids)}}
     if run.drafted is not None:
         lengths = run.accept_lengths
-        out["llamacpp"].update(drafted=run.drafted, accepted=run.accepted, cycles=run.drafts)
+        out["llamacpp"].update(drafted=run.drafted, accepted=run.accepted, cycles=run.drafts,
+                               spec_type=getattr(engine, "spec_type", None) or "draft-eagle3")
         # the prompt's pass, then one verify pass a cycle (its counters: tokens - accepted drafts)
         out["forwards"] = 1 + (len(lengths) if lengths else run.drafts)
         if lengths:
             out["accept_lengths"] = lengths
     return out
+
+
+def cut_at_last_token(target, d: int | None, a: list[int], b: list[int]) -> bool:
+    """Whether two llama.cpp generations part only at the last token of two texts both cut by the token limit:
+    llama.cpp's texts come back as text and are tokenized again, and a text cut inside a character or a merge
+    (llama-completion stops at the limit; llama-speculative-simple's last cycle may run past it, and the longer text
+    is cut after tokenizing) gives another last token than the whole text would. Not a decoding divergence; a real
+    one at exactly that token cannot be told from it through the text."""
+    stops = set(target.stop_token_ids)
+    n = min(len(a), len(b))
+    return d is not None and d == n - 1 and len(a) == len(b) and a[-1] not in stops and b[-1] not in stops
 
 
 def llamacpp_part(target, prompt_ids: list[int], a: list[int], b: list[int]) -> dict | None:
@@ -132,6 +172,7 @@ def compare_cycles(target, head, prompt_ids: list[int], target_gguf: str, head_g
     The cycles are matched by where they draft from, not by their number: llama.cpp keeps the prompt's last token
     out of its prompt pass and drafts the first generated token too (its first cycle's root is the prompt's last
     token), where our prefill samples that token and our first cycle drafts after it."""
+    from ..decoding.drive import cycles
     from ..decoding.engine import DecodeConfig, EagleDecoder
     from ..llamacpp import generate_eagle3
     tok = target.tokenizer
@@ -142,8 +183,7 @@ def compare_cycles(target, head, prompt_ids: list[int], target_gguf: str, head_g
                 "positions_compared": 0, "same_first_draft": 0, "same_chain": 0, "same_accept_length": 0}
     dec = EagleDecoder(target, head, DecodeConfig(draft="chain", depth=k, max_new_tokens=max_new_tokens), prompt_ids)
     ours, root = {}, 0           # root: index of the cycle's root among the generated tokens
-    while not dec.done:
-        rec = dec.step()
+    for rec in cycles(dec):
         if rec.cycle > 0:
             chain = [n.token_id for n in sorted(rec.nodes, key=lambda n: n.depth) if n.depth > 0]
             ours[root] = (chain, rec.accept_length)

@@ -16,6 +16,9 @@
   llamacpp, llamacpp-eagle3   llama.cpp's own decoding of the target's GGUF (its 4-bit blocks), plain and with the
                      EAGLE-3 head exported to it (a chain of k drafts, `--spec-type draft-eagle3`), each generation
                      one run of llama.cpp's tool, timed and counted by llama.cpp itself (bench/llamacpp.py; greedy only)
+  llamacpp-ngram-simple, -ngram-map-k, -ngram-map-k4v, -ngram-mod, -ngram-cache   llama.cpp's own draftless
+                     speculation (`--spec-type ngram-*`, llama.cpp's defaults: eagle_core/llamacpp.py NGRAM_TYPES),
+                     drafted from the text so far, counted by llama.cpp (drafted / accepted) like llamacpp-eagle3
 
 Every run returns a per-prompt result: {"token_ids", "new_tokens", "seconds", "forwards", "depth_counts"}, and
 for the engine's methods "accept_lengths" and "time_split" too (metrics.py reads them).
@@ -26,6 +29,7 @@ import time
 from dataclasses import replace
 
 from .errors import BenchError
+from .llamacpp import LLAMACPP_METHODS
 from .metrics import depth_counts
 
 BASELINE = "hf-greedy"
@@ -33,7 +37,6 @@ HF_METHODS = ("hf-greedy", "hf-prompt-lookup")
 EAGLE_DRAFTS = {"eagle-chain": "chain", "eagle-static": "static", "eagle-dynamic": "dynamic"}
 VLLM_METHODS = ("vllm", "vllm-eagle", "vllm-eagle3")
 VLLM_SPEC_METHOD = {"vllm": None, "vllm-eagle": "eagle", "vllm-eagle3": "eagle3"}   # vLLM's speculative method
-LLAMACPP_METHODS = ("llamacpp", "llamacpp-eagle3")
 OUTSIDE_METHODS = HF_METHODS + VLLM_METHODS + LLAMACPP_METHODS     # methods that take no DecodeConfig of ours
 DEFAULT_METHODS = ("hf-greedy", "vanilla", "hf-prompt-lookup", "eagle-chain", "eagle-static", "eagle-dynamic")
 # the vLLM and llama.cpp ones need scripts/setup_vllm.sh / scripts/setup_llamacpp.sh, so only when asked
@@ -71,6 +74,17 @@ def method_head_shift(method: str) -> str | None:
     if base not in EAGLE_DRAFTS:
         return None
     return suffix or "shifted"
+
+
+def engine_of(method: str) -> str:
+    """The engine a method runs in: "ours", "llama.cpp", "vLLM" or "transformers"."""
+    if method in LLAMACPP_METHODS:
+        return "llama.cpp"
+    if method in VLLM_METHODS:
+        return "vLLM"
+    if method in HF_METHODS:
+        return "transformers"
+    return "ours"
 
 
 def rotated(methods: list[str], i: int) -> list[str]:
@@ -161,13 +175,13 @@ def run_hf(target, prompt_ids: list[int], max_new_tokens: int, temperature: floa
 
 # ============================================================================ our engine
 def run_eagle(target, head, cfg, prompt_ids: list[int]) -> dict:
+    from ..decoding.drive import cycles
     from ..decoding.engine import EagleDecoder
     t0 = time.perf_counter()
     dec = EagleDecoder(target, head, cfg, prompt_ids)
     cyc = []
     split = [0.0, 0.0, 0.0]
-    while not dec.done:
-        rec = dec.step()
+    for rec in cycles(dec):
         split[0] += rec.draft_seconds
         split[1] += rec.verify_seconds
         split[2] += rec.other_seconds

@@ -14,33 +14,58 @@ import time
 ROWS = (1, 2, 4, 8, 16, 26)
 
 
+class PassSetup:
+    """One timed pass's inputs: R tokens at positions P.. over a P-token prefix (random ids, the same for a given P),
+    under a chain's ancestry mask, with a KV cache as the engine keeps it (float64 on the row-consistent plans)."""
+
+    def __init__(self, target, rows: int, prefix: int, stock: bool = False):
+        import torch
+
+        from ..decoding.engine import kv_cache_dtype, new_kv_cache, tree_attention_mask
+        dev = self.device = target.device
+        g = torch.Generator().manual_seed(prefix)
+        self.prefix_ids = torch.randint(100, min(target.vocab_size, 20000), (1, prefix), generator=g).to(dev)
+        self.ids = torch.randint(100, min(target.vocab_size, 20000), (1, rows), generator=g).to(dev)
+        self.pos = torch.arange(prefix, prefix + rows, device=dev)[None]
+        anc = torch.tril(torch.ones(rows, rows, dtype=torch.bool))
+        self.mask = tree_attention_mask(anc, prefix, target.dtype, dev) if rows > 1 else None
+        self.keep = torch.arange(prefix, device=dev)[:0]
+        self.cache = new_kv_cache(prefix + rows + 1, None if stock else kv_cache_dtype(target))
+        self.target, self.prefix = target, prefix
+
+    def fill(self):
+        """The prefix's pass (inside inference_mode)."""
+        self.target.forward(self.prefix_ids, past_key_values=self.cache, logits="last")
+
+    def run(self):
+        """The timed pass (inside inference_mode); drop() after it."""
+        self.target.forward(self.ids, position_ids=self.pos, past_key_values=self.cache, attention_mask=self.mask)
+
+    def drop(self):
+        """The pass's entries dropped from the cache: the prefix stays P tokens."""
+        from ..decoding.engine import keep_cache_entries
+        keep_cache_entries(self.cache, self.prefix, self.keep)
+
+
 def _one_pass_seconds(target, rows: int, prefix: int, reps: int, stock: bool) -> float:
     import torch
 
-    from ..decoding.engine import keep_cache_entries, kv_cache_dtype, new_kv_cache, tree_attention_mask
     from ..model.cpu_kernels import stock_kernels
-    dev = target.device
-    g = torch.Generator().manual_seed(prefix)
-    ids = torch.randint(100, min(target.vocab_size, 20000), (1, prefix), generator=g).to(dev)
-    x = torch.randint(100, min(target.vocab_size, 20000), (1, rows), generator=g).to(dev)
-    pos = torch.arange(prefix, prefix + rows, device=dev)[None]
-    anc = torch.tril(torch.ones(rows, rows, dtype=torch.bool))
-    mask = tree_attention_mask(anc, prefix, target.dtype, dev) if rows > 1 else None
-    keep = torch.arange(prefix, device=dev)[:0]
-    cache = new_kv_cache(prefix + rows + 1, None if stock else kv_cache_dtype(target))   # as the engine keeps it
+    s = PassSetup(target, rows, prefix, stock)
+    cuda = s.device.type == "cuda"
     best = float("inf")
     with torch.inference_mode(), stock_kernels() if stock else contextlib.nullcontext():
-        target.forward(ids, past_key_values=cache, logits="last")
+        s.fill()
         for i in range(reps + 1):                       # the first is a warm-up
-            if dev.type == "cuda":
+            if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            target.forward(x, position_ids=pos, past_key_values=cache, attention_mask=mask)
-            if dev.type == "cuda":
+            s.run()
+            if cuda:
                 torch.cuda.synchronize()
             if i > 0:
                 best = min(best, time.perf_counter() - t0)
-            keep_cache_entries(cache, prefix, keep)      # drop the pass's entries: the prefix stays P tokens
+            s.drop()
     return best
 
 

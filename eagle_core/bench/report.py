@@ -5,6 +5,7 @@ from . import machine_load
 from .methods import BASELINE, HF_METHODS
 from .metrics import TAU_NOTE
 from .pass_cost import format_pass_costs
+from .pass_split import format_pass_split
 
 
 def _f(x, fmt="{:.2f}", none="-"):
@@ -55,7 +56,8 @@ def format_table(report: dict) -> str:
     cfg, ms = report["config"], report["methods"]
     greedy = cfg.get("temperature", 0) == 0
     lines = (_header_lines(report) + format_pass_costs(report.get("pass_costs"), report.get("llamacpp_pass_costs"))
-             + _method_rows(ms, cfg, greedy)
+             + format_pass_split(report.get("pass_split"), report.get("llamacpp_pass_split"))
+             + _method_rows(ms, cfg, greedy) + fastest_lines(report.get("fastest")) + _counter_lines(ms)
              + numerics_lines(report.get("numerics")) + _acceptance_lines(ms) + _histogram_lines(ms)
              + _time_split_lines(ms) + _category_lines(ms))
     if cfg.get("skipped_prompts"):
@@ -113,6 +115,39 @@ def _method_rows(ms: dict, cfg: dict, greedy: bool) -> list[str]:
                  "interval of that mean over the prompts)"
                  + ("; mismatches = prompts whose tokens differ from "
                     f"{cfg.get('mismatch_reference')} (ties = divergences at a top-2 near-tie)" if greedy else ""))
+    return lines
+
+
+def fastest_lines(f: dict | None) -> list[str]:
+    """The run's fastest method and engine, each engine's fastest, and ours against the fastest other engine."""
+    if not f:
+        return []
+    by = f["by_engine"]
+    lines = ["", f"fastest: {f['method']} ({f['engine']}, {f['tokens_per_s']:.1f} tok/s); by engine: "
+             + ", ".join(f"{e} {b['method']} {b['tokens_per_s']:.1f}" for e, b in
+                         sorted(by.items(), key=lambda eb: -eb[1]["tokens_per_s"]))]
+    others = [b for e, b in by.items() if e != "ours"]
+    if "ours" in by and others:
+        best = max(others, key=lambda b: b["tokens_per_s"])
+        lines.append(f"ours against the fastest other method: {by['ours']['method']} / {best['method']} = "
+                     f"{by['ours']['tokens_per_s'] / best['tokens_per_s']:.2f}x")
+    return lines
+
+
+def _counter_lines(ms: dict) -> list[str]:
+    """llama.cpp's own draft counters per speculative method; a method that drafted nothing is said to be plain
+    decoding."""
+    rows = [(m, s["draft_counters"]) for m, s in ms.items() if s.get("draft_counters")]
+    if not rows:
+        return []
+    lines = ["", "llama.cpp's speculative counters (its own: tokens drafted, accepted, verify passes)"]
+    for m, c in rows:
+        acc = "-" if c["acceptance"] is None else f"{100 * c['acceptance']:.0f}%"
+        line = (f"  {m:<24} {c['spec_type'] or '':<14} drafted {c['drafted']:>6}  accepted {c['accepted']:>6} ({acc})"
+                f"  cycles {c['cycles']:>6}  prompts drafting {c['prompts_drafting']}/{c['prompts']}")
+        if not c["drafted"]:
+            line += "  <- drafted nothing: plain decoding in the speculative tool"
+        lines.append(line)
     return lines
 
 
@@ -176,7 +211,8 @@ def write_plot(report: dict, path: str):
     ms = report["methods"]
     names = list(ms)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(9, 1.4 * len(names) + 4), 5.2))
-    colors = ["#888888" if m in HF_METHODS or m in ("vanilla", "vllm") else
+    colors = ["#888888" if m in HF_METHODS or m in ("vanilla", "vllm", "llamacpp") else
+              "#d62728" if m.startswith("llamacpp-") else
               "#6a3d9a" if m in ("vllm-eagle", "vllm-eagle3") else
               ("#d9822b" if m.endswith(":unshifted") else "#2b6cd9") for m in names]
     _throughput_panel(ax1, ms, names, colors)

@@ -27,7 +27,7 @@ from .machine_load import BUSY_CORES   # a timed run beside more other work than
 from .methods import (BASELINE, LLAMACPP_METHODS, OUTSIDE_METHODS, VLLM_METHODS, max_nodes, method_config, method_head_shift,
                       parse_methods, rotated, run_method)
 from .metrics import TAU_NOTE, result_tokens_per_s
-from .summary import summarize_all
+from .summary import fastest, summarize_all
 
 
 def device_string(target, threads: int | None = None) -> str:
@@ -87,10 +87,12 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     numerics = getattr(target, "numerics", str(target.dtype).rpartition(".")[2])
     # near-tie margins: against hf-greedy fp32's, against vanilla our numerical model's (unless one is given)
     eps_pair = (TIE_EPS, tie_eps_for(numerics)) if tie_eps is None else (tie_eps, tie_eps)
-    costs = None
+    costs = split = None
     if pass_costs:
         from .pass_cost import pass_costs as measure_pass_costs
+        from .pass_split import pass_split, split_rows
         costs = measure_pass_costs(target)
+        split = pass_split(target, split_rows(methods, base_cfg))    # products / attention / the rest / Python
     if warmup:   # every method once, untimed: allocator, kernels, caches
         for m in methods:
             generate(m, rendered[0][1], min(max_new_tokens, 16))
@@ -119,7 +121,8 @@ def run_bench(target, prompts: list[dict], methods: list[str], heads: dict | Non
     runs = [r.get("other_cores") for rs in per_prompt.values() for r in rs]
     load = machine_load.summarize(load_before, runs)
     return {"device": device or device_string(target), "config": cfg, "load": load, "methods": summary,
-            "pass_costs": costs, "numerics": numerics_report, "per_prompt": _lean(per_prompt)}
+            "fastest": fastest(summary), "pass_costs": costs, "pass_split": split, "numerics": numerics_report,
+            "per_prompt": _lean(per_prompt)}
 
 
 def utc_now() -> str:
@@ -255,7 +258,10 @@ def _mark_divergences(target, per_prompt: dict, refs: dict, rendered, eps_pair: 
             r["diverged_at"] = d
             r["tie"] = False
             if m in LLAMACPP_METHODS:     # llama.cpp's near-tie, by the fp32 proxy (bench/llamacpp.py)
-                from .llamacpp import llamacpp_part
+                from .llamacpp import cut_at_last_token, llamacpp_part
+                if cut_at_last_token(target, d, r["token_ids"], ref["token_ids"]):
+                    r["diverged_at"] = None
+                    continue
                 part = llamacpp_part(target, rendered[r["prompt"]][1], ref["token_ids"], r["token_ids"]) \
                     if d is not None and d < min(len(r["token_ids"]), len(ref["token_ids"])) else None
                 r["tie"] = bool(part and part["tie"])
@@ -284,6 +290,9 @@ def _numerics_report(target, per_prompt: dict, rendered, numerics: str) -> dict 
 def _lean(per_prompt: dict) -> dict:
     """The per-prompt results as the report keeps them (no token ids, no depth counts)."""
     keep = ("id", "category", "new_tokens", "seconds", "forwards", "order", "other_cores")
+    counters = ("drafted", "accepted", "cycles")      # a speculative llama.cpp method's own, per prompt
     return {m: [{k: r[k] for k in keep}
                 | {"tokens_per_s": result_tokens_per_s(r), "diverged_at": r.get("diverged_at"), "tie": r.get("tie")}
+                | ({"llamacpp": {k: r["llamacpp"][k] for k in counters}}
+                   if (r.get("llamacpp") or {}).get("drafted") is not None else {})
                 for r in rs] for m, rs in per_prompt.items()}

@@ -25,6 +25,7 @@ from .prompt_sets import set_path
 from .prompts import load_prompts
 from .pass_cost import format_pass_costs
 from .report import cycle_cost, format_table
+from .summary import fastest
 from ..quiet import quiet_libraries
 from .preflight import check_quiet, fail
 from .run import device_string, run_bench
@@ -45,7 +46,8 @@ def set_row(name: str, report: dict, eagle: str) -> dict:
             "mismatches": e.get("mismatches"), "quiet": report.get("load", {}).get("quiet"),
             "vanilla_speedup": ms.get("vanilla", {}).get("speedup"),
             "fp32_parted": (report.get("numerics") or {}).get("parted"),
-            "cycle_cost": cycle_cost(e, ms.get(BASELINE)) if e else None}
+            "cycle_cost": cycle_cost(e, ms.get(BASELINE)) if e else None,
+            "fastest": report.get("fastest") or fastest(ms)}
 
 
 def best_eagle(report: dict) -> str | None:
@@ -58,7 +60,7 @@ def best_eagle(report: dict) -> str | None:
 def format_rows(rows: list[dict]) -> str:
     f = lambda x, fmt="{:.2f}": "-" if x is None else fmt.format(x)   # noqa: E731
     head = ("| prompt set | n | EAGLE method | tau | cycle cost | tok/s (hf-greedy) | speedup | 95% CI | "
-            "vanilla | prompt lookup | mismatches | parts from fp32 | machine |")
+            "vanilla | prompt lookup | mismatches | parts from fp32 | fastest (engine, tok/s) | machine |")
     lines = [head, "| " + " | ".join("---" for _ in head.strip("|").split("|")) + " |"]
     for r in rows:
         ci = r["speedup_ci95"]
@@ -69,8 +71,19 @@ def format_rows(rows: list[dict]) -> str:
                      + f" | {f(r.get('vanilla_speedup'), '{:.2f}x')}"
                      + f" | {f(r['prompt_lookup_speedup'], '{:.2f}x')} (tau {f(r['prompt_lookup_tau'])}) | "
                      f"{f(r['mismatches'], '{}')} | {f(r.get('fp32_parted'), '{}')} | "
-                     f"{'quiet' if r['quiet'] else 'BUSY'} |")
+                     f"{_fastest_cell(r.get('fastest'))} | {'quiet' if r['quiet'] else 'BUSY'} |")
     return "\n".join(lines)
+
+
+def _fastest_cell(f: dict | None) -> str:
+    """The set's fastest method, its engine and tokens/s, and where ours is not it, ours against it."""
+    if not f:
+        return "-"
+    cell = f"{f['method']} ({f['engine']}, {f['tokens_per_s']:.1f})"
+    ours = f["by_engine"].get("ours")
+    if ours and f["engine"] != "ours":
+        cell += f"; ours {ours['tokens_per_s'] / f['tokens_per_s']:.2f}x"
+    return cell
 
 
 def write_sets_plot(reports: dict[str, dict], path: str):
@@ -195,6 +208,8 @@ def _run_sets(args, methods, sets, prompts, before, command: str) -> tuple[dict,
     specs = {"shifted": args.head, "unshifted": "unshifted", "eagle3": args.head_eagle3}
     heads = {s: resolve_head(specs[s], target) for s in need}
     device = device_string(target)
+    from .llamacpp import start_llamacpp     # llama.cpp's methods where asked for (none: no engines)
+    engines = start_llamacpp(target, heads.get("eagle3"), methods, log=lambda t: print(t, file=sys.stderr))
     reports = {}
     for s in sets:
         print(f"[{s}] {len(prompts[s])} prompts ...", file=sys.stderr, flush=True)
@@ -202,9 +217,15 @@ def _run_sets(args, methods, sets, prompts, before, command: str) -> tuple[dict,
                   "prompts": os.path.join(args.data, f"{s}_question.jsonl"), "limit": args.limit,
                   "heads": {k: h.path for k, h in heads.items()}, "kernel_plan": target.kernel_plan,
                   "tree_fitted_on": _tree_fitted_on(base.tree)}
+        if engines:
+            config["llamacpp"] = {m: e.note() for m, e in engines.items()}
         rep = run_bench(target, prompts[s], methods, heads, base_cfg=base, max_new_tokens=args.max_new_tokens,
                         progress=False, device=device, config=config, load_before=before,
-                        warn=lambda t: print(f"WARNING: {t}", file=sys.stderr))
+                        warn=lambda t: print(f"WARNING: {t}", file=sys.stderr), engines=engines)
+        if engines and rep.get("pass_split"):     # llama.cpp's pass split beside ours (llama-bench, after the runs)
+            from .pass_split import llamacpp_pass_split
+            rep["llamacpp_pass_split"] = llamacpp_pass_split(next(iter(engines.values())).target_gguf,
+                                                             rep["pass_split"])
         before = machine_load.measure_idle(1.0)   # the next set's own check before it starts
         reports[s] = rep
         print(format_table(rep), file=sys.stderr)

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from .machine_load import BUSY_CORES   # a timed run beside more other work than this (in cores) is "busy"
-from .methods import BASELINE
+from .methods import BASELINE, engine_of
 from .metrics import (accept_length_counts, acceptance_by_depth, mean, mean_interval, mean_tokens_per_s,
                       speedup_ratio_of_means, speedup_ratios, tau)
 
@@ -40,6 +40,34 @@ def time_split(results: list[dict]) -> dict | None:
     return {"draft_s": d, "verify_s": v, "other_s": o, "outside_s": max(0.0, wall - d - v - o)}
 
 
+def draft_counters(results: list[dict]) -> dict | None:
+    """llama.cpp's speculative methods: its own counters summed over the prompts (drafted and accepted tokens,
+    cycles: target passes after the prompt's), how many prompts drafted anything at all, and the acceptance; None
+    for methods without them. drafted 0 on every prompt: plain decoding in a speculative tool."""
+    rs = [r["llamacpp"] for r in results if (r.get("llamacpp") or {}).get("drafted") is not None]
+    if not rs:
+        return None
+    d, a = sum(r["drafted"] for r in rs), sum(r["accepted"] or 0 for r in rs)
+    return {"drafted": d, "accepted": a, "cycles": sum(r.get("cycles") or 0 for r in rs),
+            "prompts_drafting": sum(1 for r in rs if r["drafted"] > 0), "prompts": len(rs),
+            "acceptance": a / d if d else None, "spec_type": rs[0].get("spec_type")}
+
+
+def fastest(ms: dict) -> dict | None:
+    """The fastest method (mean tokens/s) of a run's summaries, and each engine's fastest (methods.engine_of):
+    {"method", "engine", "tokens_per_s", "by_engine": {engine: {"method", "tokens_per_s"}}}."""
+    by = {}
+    for m, s in ms.items():
+        t = s.get("tokens_per_s")
+        e = engine_of(m)
+        if t is not None and (e not in by or t > by[e]["tokens_per_s"]):
+            by[e] = {"method": m, "tokens_per_s": t}
+    if not by:
+        return None
+    top = max(by, key=lambda e: by[e]["tokens_per_s"])
+    return {"method": by[top]["method"], "engine": top, "tokens_per_s": by[top]["tokens_per_s"], "by_engine": by}
+
+
 def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) -> dict:
     """Metrics of one method over a list of per-prompt results."""
     mism, ties = count_mismatches(results) if greedy else (None, None)
@@ -63,6 +91,7 @@ def summarize(results: list[dict], baseline: list[dict] | None, greedy: bool) ->
         "accept_rate_by_depth": acceptance_by_depth(results),
         "accept_length_counts": accept_length_counts(results),
         "time_split": time_split(results),
+        "draft_counters": draft_counters(results),
     }
 
 

@@ -10,7 +10,8 @@ from .ablations import (chains_note, compare_runs, data_finding, data_table, inp
                         inputs_table, sizes_table, tree_finding)
 from .acceptance import (accept_histogram, bench_histograms, position_heatmap, positions_finding, reliability,
                          row_names)
-from .engines import engines_costs, engines_figure, engines_finding, engines_table
+from .engines import (engines_costs, engines_figure, engines_finding, engines_table, split_figure, split_finding,
+                      split_table)
 from .eagle3 import EAGLE3_STYLES, eagle3_depths, eagle3_finding, eagle3_table, head_label
 from .paper import PAPER, PAPER_CALIBRATION, PAPER_EAGLE3_TAU, PAPER_INPUT_SPEEDUP, PAPER_NUMBERS_NOTE
 from .serving import batch_sweep, engine_batch_sweep, engine_batch_table, serving_counters, sweep_table
@@ -19,7 +20,8 @@ from .style import KIND_STYLES, LAB_FONT, MIN_REACHED, TEXT_PX, lab_layout, shor
 __all__ = ["chains_note", "compare_runs", "data_finding", "data_table", "input_depths", "input_taus", "inputs_finding",
            "inputs_table", "sizes_table", "tree_finding",
            "accept_histogram", "bench_histograms", "position_heatmap", "positions_finding", "reliability", "row_names",
-           "engines_costs", "engines_figure", "engines_finding", "engines_table",
+           "engines_costs", "engines_figure", "engines_finding", "engines_table", "split_figure", "split_finding",
+           "split_table",
            "EAGLE3_STYLES", "eagle3_depths", "eagle3_finding", "eagle3_table", "head_label",
            "PAPER", "PAPER_CALIBRATION", "PAPER_EAGLE3_TAU", "PAPER_INPUT_SPEEDUP", "PAPER_NUMBERS_NOTE",
            "batch_sweep", "engine_batch_sweep", "engine_batch_table", "serving_counters", "sweep_table",

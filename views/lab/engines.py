@@ -6,6 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from eagle_core.llamacpp import NGRAM_TYPES
+
 from .style import lab_layout
 
 OURS, THEIRS, STOCK = "#1f77b4", "#d62728", "#8c8c8c"
@@ -14,6 +16,7 @@ NAMES = {"hf-greedy": "transformers", "vanilla": "ours, plain", "eagle-static": 
          "eagle-chain": "ours, EAGLE chain", "eagle-chain:eagle3": "ours, EAGLE-3 chain",
          "eagle-static:eagle3": "ours, EAGLE-3 tree", "llamacpp": "llama.cpp, plain",
          "llamacpp-eagle3": "llama.cpp, EAGLE-3 chain"}
+NAMES.update({f"llamacpp-{t}": f"llama.cpp, {t}" for t in NGRAM_TYPES})    # its own draftless speculation
 
 
 # what a pass of our engine is bound by, per numerical model (Target.numerics; "fp32" in older reports)
@@ -149,7 +152,91 @@ def engines_finding(bench: dict, costs: dict, k: int | None = None) -> str:
             parts.append(f"our fastest method ({NAMES.get(best, best)}, {m[best]['tokens_per_s']:.0f} tok/s) "
                          f"reaches {m[best]['tokens_per_s'] / m['llamacpp']['tokens_per_s']:.2f}x llama.cpp's plain "
                          f"decoding ({m['llamacpp']['tokens_per_s']:.0f} tok/s)")
+            theirs = max((x for x in m if _engine(x) == "llama.cpp"), key=lambda x: m[x]["tokens_per_s"])
+            if theirs != "llamacpp":
+                parts.append(f"{m[best]['tokens_per_s'] / m[theirs]['tokens_per_s']:.2f}x llama.cpp's fastest "
+                             f"method ({NAMES.get(theirs, theirs)}, {m[theirs]['tokens_per_s']:.0f} tok/s)")
     if not parts:
         return ""
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
+
+
+# ============================================================================ where a pass goes (the split)
+# one colour and hatch per part (the figure reads without colour); llama.cpp's unsplit rest: grey, crossed
+SPLIT_STYLE = {"products": ("#1f77b4", ""), "attention": ("#ff7f0e", "/"), "rest": ("#2ca02c", "."),
+               "python": ("#9467bd", "x"), "not_split": ("#b0b0b0", "+")}
+SPLIT_NAMES = {"products": "products (linear layers)", "attention": "attention over the cache",
+               "rest": "the rest (norms, rotary, adds, …)", "python": "Python between operations",
+               "not_split": "llama.cpp: products + the rest (its timings do not split them)"}
+
+
+def split_rows(report: dict) -> list[tuple[str, dict]]:
+    """[(bar label, {part: ms})] from a benchmark report's pass_split (ours) and llamacpp_pass_split, one bar per
+    engine and tokens per pass, ours first."""
+    out = []
+    ours, theirs = report.get("pass_split") or {}, report.get("llamacpp_pass_split") or {}
+    name = ours_label({"ours": {"numerics": ours.get("numerics")}}) if ours else ""
+    for label, rep in ((name, ours), ("llama.cpp (Q4_1)", theirs)):
+        for r, row in sorted(((int(r), v) for r, v in (rep.get("ms") or {}).items())):
+            out.append((f"{label}, {r} token{'s' if r > 1 else ''}", row))
+    return out
+
+
+def split_figure(report: dict) -> go.Figure:
+    """One stacked bar per engine and pass size: the ms of a pass by part (products, attention, the rest, Python;
+    llama.cpp's products and rest as one part, which its timings do not split)."""
+    rows = split_rows(report)
+    fig = go.Figure()
+    labels = [lbl for lbl, _ in rows]
+    for part, (colour, hatch) in SPLIT_STYLE.items():
+        ys = [row.get(part) for _, row in rows]
+        if not any(y for y in ys if y):
+            continue
+        fig.add_trace(go.Bar(y=labels, x=[y or 0 for y in ys], orientation="h", name=SPLIT_NAMES[part],
+                             marker=dict(color=colour, pattern=dict(shape=hatch)),
+                             hovertemplate="%{y}: " + SPLIT_NAMES[part] + " %{x:.2f} ms<extra></extra>"))
+    for lbl, row in rows:
+        fig.add_annotation(x=row["whole"], y=lbl, text=f"{row['whole']:.1f} ms", showarrow=False, xanchor="left",
+                           xshift=4)
+    lab_layout(fig, "Where one pass goes", height=max(300, 90 + 60 * len(rows)))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.2, x=0),
+                      margin=dict(l=10, r=40, t=50, b=10))
+    fig.update_xaxes(title_text="ms per pass", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def split_table(report: dict) -> str:
+    """Markdown: each bar's parts in ms and as a share of its pass."""
+    rows = split_rows(report)
+    if not rows:
+        return ""
+    parts = [p for p in SPLIT_STYLE if any(row.get(p) is not None for _, row in rows)]
+    lines = ["| pass | whole, ms | " + " | ".join(SPLIT_NAMES[p] for p in parts) + " |",
+             "|---|---:|" + "---:|" * len(parts)]
+    for lbl, row in rows:
+        w = row["whole"] or 1.0
+        lines.append(f"| {lbl} | {row['whole']:.1f} | " + " | ".join(
+            "–" if row.get(p) is None else f"{row[p]:.1f} ({100 * row[p] / w:.0f}%)" for p in parts) + " |")
+    return "\n".join(lines)
+
+
+def split_finding(report: dict) -> str:
+    """The split in a sentence, computed: what of our one-token pass is not products, against llama.cpp's whole
+    one-token pass."""
+    ours = ((report.get("pass_split") or {}).get("ms") or {})
+    theirs = ((report.get("llamacpp_pass_split") or {}).get("ms") or {})
+    one = ours.get("1") or ours.get(1)
+    if not one:
+        return ""
+    around = one["whole"] - one["products"]
+    text = (f"Our one-token pass takes {one['whole']:.1f} ms: {one['products']:.1f} ms of products, "
+            f"{one['attention']:.1f} ms of attention and {around - one['attention']:.1f} ms of other operations and "
+            "Python around them")
+    lone = theirs.get("1") or theirs.get(1)
+    if lone:
+        text += (f"; llama.cpp's whole one-token pass is {lone['whole']:.1f} ms "
+                 f"(ours takes {one['whole'] / lone['whole']:.2f}x that), its attention over the cache "
+                 f"{lone['attention']:.1f} ms")
+    return text + "."
