@@ -43,18 +43,19 @@ def app_in_process(target: str = "tiny", with_demo: bool = False):
 
 @contextmanager
 def app_subprocess(args: list[str], env: dict | None = None, log_path: str | None = None, ready=None,
-                   timeout: float = 600):
-    """`python app.py --port P ARGS` in a subprocess; waits until it serves (and `ready(url)` is true, when
-    given); yields (url, process). The output goes to `log_path` (a temporary file by default: a pipe nobody
-    reads would fill up and stall a chatty server). `timeout` only bounds a hang (the app that never comes up): the
-    embedded target's app comes up in ~60 s here, so 600 s holds on a host 4x slower."""
+                   timeout: float = 600, script: str = "app.py"):
+    """`python app.py --port P ARGS` in a subprocess (`script`: another entry point, relative to the repository,
+    that takes app.py's arguments); waits until it serves (and `ready(url)` is true, when given); yields (url,
+    process). The output goes to `log_path` (a temporary file by default: a pipe nobody reads would fill up and
+    stall a chatty server). `timeout` only bounds a hang (the app that never comes up): the embedded target's app
+    comes up in ~60 s here, so 600 s holds on a host 4x slower."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     if log_path is None:
         fd, log_path = tempfile.mkstemp(prefix="eagle-lens-app-", suffix=".log")
         os.close(fd)
     out = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port)] + list(args),
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, script), "--port", str(port)] + list(args),
                             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
 
