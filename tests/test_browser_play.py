@@ -2,8 +2,9 @@
 mode, Play brings its one-line caption and the whole tree (time bar included) onto the screen, and each beat's
 figure changes by a plotly transition (views/js/beats.js: Plotly.animate through the beat's states), seen as
 colours and positions in between the beat's start and end while it plays. Each beat draws its new nodes' labels
-within it (issue 50.4), and after Play a token hovered in the text lights its node in the beat's figure. Screenshots
-go to test-artifacts/."""
+within it (issue 50.4), and after Play a token hovered in the text lights its node in the beat's figure, at 1440x900,
+1280x720 (presenter mode off and on) and 390 px. Screenshots go to test-artifacts/."""
+import json
 import os
 
 import pytest
@@ -177,67 +178,42 @@ STATIC_TOKENS_JS = """() => Object.fromEntries(document.querySelector('#el-tree 
     return [a.name.slice(5), d.textContent.trim().replace(/^\\S+\\s+/, '')]; }))"""
 
 
-def test_each_beat_draws_its_own_labels(slow_beats):
-    """Issue 50.4: at beat 1 (the head guesses level 1) the new boxes showed no token, even seconds later: a label
-    that goes from blank to its token within a beat's animation was drawn only with the next beat's figure (plotly
-    drops an empty label's <text>, and an animation frame never makes it again). Each beat's new boxes now show
-    their own labels within that beat, equal to what the figure of that beat shows, and keep them after it."""
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = projector_page(browser, slow_beats)
-        page.wait_for_selector("#el-tree g.annotation", timeout=30000)
-        static = page.evaluate(STATIC_TOKENS_JS)                  # node -> token, as the static tree names it
-        page.evaluate("() => window.scrollTo(0, 0)")
-        page.locator("#el-play").click()
-        caption_has(page, "Draft, level 1")
-        n_beats = int(page.locator("#el-beat").inner_text().split(" of ")[1].split()[0])
-        page.locator("#el-pause").click()     # beat 1 stays (the next comes 4 s on: a busy host has the time)
-        # beat 1 as it plays, and for 3.5 s after its animation ended (the issue: 'blank, even after 3.5 s')
-        s = page.evaluate(LABELS_SAMPLE_JS, [30000, 1, 0, 3500])
-        page.screenshot(path=os.path.join(ARTIFACTS, "play_1280x720_beat1_labels.png"))
-        assert all(x["beat"] == 0 for x in s), "Pause came after beat 2: this test needs beat 1 to stay"
-        want = s[-1]["want"]
-        new = [n for n, w in want.items() if w and n not in ("0", "b")]   # the boxes beat 1 draws: level 1
-        assert new, want
-        for n in new:   # the figure of that beat shows the node's own token (shortened there: '…')
-            assert static[n].startswith(want[n].split(" q ")[0].rstrip("…")), (n, want[n], static[n])
-        shown = [x for x in s if all(x["labels"].get(n) == want[n] for n in new)]
-        assert shown, ("beat 1's new boxes never showed their labels", want,
-                       [(round(x["t"]), x["anim"], x["labels"]) for x in s[-3:]])
-        ends = [x for x in s if x["anim"] == "done"]
-        assert ends and ends[-1]["t"] - ends[0]["t"] >= 3400, "beat 1's animation did not end in 30 s"
-        for x in ends:   # after the beat's animation: every drawn box with its label, for 3.5 s
-            assert all(x["labels"].get(n) == want[n] for n in new), (f"beat 1, {x['t']:.0f} ms", x["labels"], want)
-        # Play goes on: every later beat too, once its animation ended, shows the labels its figure shows
-        page.locator("#el-play").click()
-        for beat in range(1, n_beats):
-            page.wait_for_function("(b) => { const el = document.querySelector('#el-tree .js-plotly-plot');"
-                                   " const m = el && el.layout && el.layout.meta;"
-                                   " return m && (m.el_beat > b || (m.el_beat === b && el.__elBeatAnim === 'done')); }",
-                                   arg=beat, timeout=30000)
-            x = page.evaluate(LABELS_SAMPLE_JS, [0, -1, -1, 0])[-1]
-            if x["beat"] != beat:
-                continue     # the next beat came first (a busy host): its own check follows
-            bad = {n: (x["labels"].get(n), w) for n, w in x["want"].items() if w and x["labels"].get(n) != w}
-            assert not bad, f"beat {beat + 1}: labels not as its figure shows: {bad}"
-        assert x["beat"] == n_beats - 1 and "(" in x["labels"].get("b", ""), x   # the target's token has its label too
-        browser.close()
+SIZES = [("1440x900", 1440, 900, False), ("1280x720-plain", 1280, 720, False),
+         ("1280x720-presenter", 1280, 720, True), ("390px", 390, 844, False)]
+BEAT_DONE_JS = """(b) => { const el = document.querySelector('#el-tree .js-plotly-plot');
+  const m = el && el.layout && el.layout.meta; return !!m && m.el_beat === b && el.__elBeatAnim === 'done'; }"""
 
 
-def test_hovering_a_token_lights_its_node_after_play(server):  # noqa: F811
-    """Issue 50.4: Play leaves its last beat's figure on the screen (markers and labels, no node boxes): hovering a
+def lit_is(page, lit, timeout=5000):
+    """Wait until the node lit is `lit` ('node-<i>', '' for the target's token, None: none)."""
+    page.wait_for_function(f"() => ({LIT_ANY_JS})() === {json.dumps(lit)}", timeout=timeout)
+
+
+@pytest.mark.parametrize("size,width,height,presenter", SIZES, ids=[s[0] for s in SIZES])
+def test_each_beat_draws_its_own_labels_and_a_token_lights_its_node_after_play(slow_beats, size, width, height,
+                                                                                presenter):
+    """Issue 50.4, at every size, on the recorded run of the first paint (its cycle shown has drafted tokens kept).
+
+    Labels: at beat 1 (the head guesses level 1) the new boxes showed no token, even seconds later: a label that goes
+    from blank to its token within a beat's animation was drawn only with the next beat's figure (plotly drops an
+    empty label's <text>, and an animation frame never makes it again). Each beat's new boxes now show their own
+    labels within that beat, equal to what the figure of that beat shows, and keep them after it (beat 1 paused and
+    watched 3.5 s after its animation; 4 s beats, so that Pause lands in beat 1 on a busy host); every later beat,
+    stepped with beat ▶, too.
+
+    Linked views: Play leaves its last beat's figure on the screen (markers and labels, no node boxes): hovering a
     token lit nothing there. It lights the token's node in every figure: the static tree's box before Play, the
-    node's marker and label after it (and back: hovering the node lights its token). On the recorded run of the
-    first paint, whose cycle shown has drafted tokens kept."""
+    node's marker and label after it (and back: hovering the node lights its token)."""
     os.makedirs(ARTIFACTS, exist_ok=True)
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        ready(page, server)
-        page.get_by_label("Presenter mode (large type)").check()
+        page = browser.new_page(viewport={"width": width, "height": height})
+        ready(page, slow_beats)
+        if presenter:
+            page.get_by_label("Presenter mode (large type)").check()
         page.wait_for_selector("#el-tree g.annotation", timeout=30000)
-        page.wait_for_timeout(600)
+        page.wait_for_function("() => !window.__elFitQueue || window.__elFitQueue() === 0", timeout=30000)
+        static = page.evaluate(STATIC_TOKENS_JS)                  # node -> token, as the static tree names it
         shown = page.locator(".el-text").first.get_attribute("data-shown")
         toks = page.locator(f".el-text .el-tok[data-cycle='{shown}']")
         pairs = [(toks.nth(k), toks.nth(k).get_attribute("data-node")) for k in range(toks.count())]
@@ -245,28 +221,50 @@ def test_hovering_a_token_lights_its_node_after_play(server):  # noqa: F811
         # before Play: the static tree's box lights
         tok, node = pairs[0]
         tok.hover()
-        page.wait_for_function(f"() => ({LIT_ANY_JS})() === {('node-' + node if node != 'b' else '')!r}", timeout=5000)
-        page.mouse.move(5, 5)
-        page.wait_for_function(f"() => ({LIT_ANY_JS})() === null", timeout=5000)
+        lit_is(page, "node-" + node if node != "b" else "")
+        page.mouse.move(1, 1)
+        lit_is(page, None)
         page.evaluate("() => window.scrollTo(0, 0)")
         page.locator("#el-play").click()
-        caption_has(page, "Beat 1 of ")
-        last = int(page.locator("#el-beat").inner_text().split(" of ")[1].split()[0]) - 1
-        caption_has(page, "Accept")
-        page.wait_for_function("(b) => { const el = document.querySelector('#el-tree .js-plotly-plot');"
-                               " return el && el.layout.meta && el.layout.meta.el_beat === b &&"
-                               " el.__elBeatAnim === 'done'; }", arg=last, timeout=30000)
+        caption_has(page, "Draft, level 1")
+        n_beats = int(page.locator("#el-beat").inner_text().split(" of ")[1].split()[0])
+        page.locator("#el-pause").click()     # beat 1 stays (the next comes 4 s on: a busy host has the time)
+        # beat 1 as it plays, and for 3.5 s after its animation ended (the issue: 'blank, even after 3.5 s')
+        s = page.evaluate(LABELS_SAMPLE_JS, [30000, 1, 0, 3500])
+        page.screenshot(path=os.path.join(ARTIFACTS, f"play_{size}_beat1_labels.png"))
+        assert all(x["beat"] == 0 for x in s), "Pause came after beat 2: this test needs beat 1 to stay"
+        want = s[-1]["want"]
+        new = [n for n, w in want.items() if w and n not in ("0", "b")]   # the boxes beat 1 draws: level 1
+        assert new, want
+        for n in new:   # the figure of that beat shows the node's own token (either may be shortened: '…')
+            a, b = static[n].rstrip("…"), want[n].split(" q ")[0].rstrip("…")
+            assert a.startswith(b) or b.startswith(a), (n, want[n], static[n])
+        shown_at = [x for x in s if all(x["labels"].get(n) == want[n] for n in new)]
+        assert shown_at, ("beat 1's new boxes never showed their labels", want,
+                          [(round(x["t"]), x["anim"], x["labels"]) for x in s[-3:]])
+        ends = [x for x in s if x["anim"] == "done"]
+        assert ends and ends[-1]["t"] - ends[0]["t"] >= 3400, "beat 1's animation did not end in 30 s"
+        for x in ends:   # after the beat's animation: every drawn box with its label, for 3.5 s
+            assert all(x["labels"].get(n) == want[n] for n in new), (f"beat 1, {x['t']:.0f} ms", x["labels"], want)
+        # every later beat, stepped with beat ▶: once its animation ended, it shows the labels its figure shows
+        for beat in range(1, n_beats):
+            page.locator("#el-beat-next").click()
+            page.wait_for_function(BEAT_DONE_JS, arg=beat, timeout=30000)
+            x = page.evaluate(LABELS_SAMPLE_JS, [0, -1, -1, 0])[-1]
+            bad = {n: (x["labels"].get(n), w) for n, w in x["want"].items() if w and x["labels"].get(n) != w}
+            assert not bad, f"beat {beat + 1}: labels not as its figure shows: {bad}"
+        assert x["beat"] == n_beats - 1 and x["labels"].get("b"), x   # the target's token has its label too
+        page.screenshot(path=os.path.join(ARTIFACTS, f"play_{size}_last_beat.png"))
         # after Play: each of the cycle's tokens lights its node's marker (or the target's token's)
         for tok, node in pairs:
             tok.hover()
-            lit = "node-" + node if node != "b" else ""
-            page.wait_for_function(f"() => ({LIT_ANY_JS})() === {lit!r}", timeout=5000)
+            lit_is(page, "node-" + node if node != "b" else "")
             assert "el-hl" in tok.get_attribute("class")
-            page.screenshot(path=os.path.join(ARTIFACTS, f"play_1280x720_after_hover_{node}.png"))
-            page.mouse.move(5, 5)
-            page.wait_for_function(f"() => ({LIT_ANY_JS})() === null", timeout=5000)
+            page.mouse.move(1, 1)
+            lit_is(page, None)
         # and back: hovering a node's marker in the beat's figure lights its token in the text
         tok, node = next((t, n) for t, n in pairs if n != "b")
+        page.locator("#el-tree").scroll_into_view_if_needed()
         box = page.evaluate("""(node) => { const el = document.querySelector('#el-tree .js-plotly-plot');
           const t = el.data.findIndex((d) => d.name === 'nodes'), k = el.data[t].customdata.indexOf(Number(node));
           const g = el.querySelectorAll('.scatterlayer g.trace')[t];
@@ -275,5 +273,5 @@ def test_hovering_a_token_lights_its_node_after_play(server):  # noqa: F811
         page.mouse.move(box["x"], box["y"])
         page.wait_for_function(f"() => !!document.querySelector(\".el-text .el-tok.el-hl[data-cycle='{shown}']"
                                f"[data-node='{node}']\")", timeout=5000)
-        page.screenshot(path=os.path.join(ARTIFACTS, "play_1280x720_after_node_hover.png"))
+        page.screenshot(path=os.path.join(ARTIFACTS, f"play_{size}_after_node_hover.png"))
         browser.close()
