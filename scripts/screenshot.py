@@ -1,7 +1,7 @@
 """Screenshot of the running app for the README (assets/screenshot.png), taken with headless Chromium.
 
     python scripts/screenshot.py [--target embedded] [--out assets/screenshot.png] [--run] [--width W --height H]
-        [--presenter] [--tab NAME] [--full-page] [--step N] [--race] [--hover-token]
+        [--presenter] [--tab NAME] [--full-page] [--step N] [--race] [--hover-token] [--url URL]
 
 Starts app.py on a free port, waits for the live model, optionally presses Run, and saves the top of the Lens
 tab (prompt, generated text, statistics cards, draft tree). `--step N` shows walkthrough step N, `--race` runs the
@@ -39,16 +39,22 @@ def main(argv=None):
     ap.add_argument("--race", action="store_true", help="run the Race (Lens tab) to its end and show the board")
     ap.add_argument("--max-new", type=int, default=0, help="max new tokens for --run / --race (0: the default)")
     ap.add_argument("--hover-token", action="store_true", help="hover a drafted token of the shown cycle")
+    ap.add_argument("--url", default="", help="a running app's address (python app.py --port P ...): no app started, "
+                                                "so several screenshots share one model load")
     args = ap.parse_args(argv)
     if args.step:
         args.tab = "Walkthrough"
     from playwright.sync_api import sync_playwright
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port), "--target",
-                             args.target], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
-    url = f"http://127.0.0.1:{port}"
+    proc = None
+    if args.url:
+        url = args.url
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py"), "--port", str(port), "--target",
+                                 args.target], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+        url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):
             try:
@@ -103,8 +109,9 @@ def main(argv=None):
             browser.close()
         print(f"wrote {args.out}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 if __name__ == "__main__":
