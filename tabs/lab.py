@@ -153,8 +153,9 @@ def engines_section(report: dict | None) -> dict:
             "split_md": split_md}
 
 
-SPLIT_NOTE = ("Ours: the products (every linear layer, the LM head included) and the attention over the cache (its "
-              "append included) timed around each call in the benchmark's own passes; the rest (the other "
+SPLIT_NOTE = ("Ours: the products (every linear layer, the LM head included) and the attention over the cache (the "
+              "layer body's attend: rotary and the cache append included) timed around each call in the benchmark's "
+              "own passes; the rest (the other "
               "operations) and Python between them share what is left as torch.profiler saw it. llama.cpp: "
               "llama-bench's means; its attention over the cache is its pass after the 256-token context less the "
               "same pass after none, and its products and other operations are one number, since its build prints "

@@ -10,9 +10,12 @@ from eagle_core.bench import pass_split as ps
 
 
 def test_the_split_times_every_product_and_attention_call_once(tiny_target):
-    """A 2-layer target: 7 products a layer (q, k, v, o, gate, up, down) and the LM head; 2 attention calls a
-    layer (the cache append and the attention function). A product or attention call missed, or one counted twice
-    (a kernel call inside a planned layer's forward), changes the counts; the parts add up to the pass."""
+    """A 2-layer target: 7 products a layer (q, k, v, o, gate, up, down) and the LM head; one attention call a
+    layer (the layer body's attend: rotary, cache append, attention). A product or attention call missed, or one
+    counted twice (a kernel call inside a planned layer's forward), changes the counts; the parts add up to the
+    pass; the C++ body, where built, still runs its own attention under the timers (wrapping the registered
+    attention function instead sent it to the Python body's)."""
+    from eagle_core.model import layer_body
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     t = tiny_target
     layers = t.model.config.num_hidden_layers
@@ -20,7 +23,7 @@ def test_the_split_times_every_product_and_attention_call_once(tiny_target):
     split = ps.pass_split(t, rows=(1, 4), prefix=16, reps=2)
     assert split["rows"] == [1, 4] and split["numerics"] == t.numerics
     for r in (1, 4):
-        assert split["calls"][r] == {"products": 7 * layers + 1, "attention": 2 * layers}, split["calls"][r]
+        assert split["calls"][r] == {"products": 7 * layers + 1, "attention": layers}, split["calls"][r]
         ms = split["ms"][r]
         assert ms["products"] > 0 and ms["attention"] > 0 and ms["rest"] >= 0 and ms["python"] >= 0
         parts = ms["products"] + ms["attention"] + ms["rest"] + ms["python"]
@@ -29,6 +32,24 @@ def test_the_split_times_every_product_and_attention_call_once(tiny_target):
     # the timers are gone: no instance forward left on a module, the attention mapping as it was
     assert not [m for m in t.model.modules() if "forward" in vars(m)]
     assert dict(ALL_ATTENTION_FUNCTIONS._local_mapping) == local_before
+    assert "attend" not in vars(layer_body.PYTHON)
+    native = layer_body.native() if layer_body.enabled() else None
+    if native is not None:              # the C++ body's own attention ran inside the timed attend
+        assert "attend" not in vars(native)
+        seen = []
+        orig = native.mod
+
+        class Spy:
+            def __getattr__(self, name):
+                if name == "attend":
+                    seen.append(name)
+                return getattr(orig, name)
+        native.mod = Spy()
+        try:
+            ps.pass_split(t, rows=(4,), prefix=16, reps=1)
+        finally:
+            native.mod = orig
+        assert seen, "the C++ body's attend did not run under the split's timers"
     with torch.inference_mode():     # and the model still computes what it did
         lg, _ = t.forward(torch.tensor([[5, 6, 7]]))
     assert torch.isfinite(lg).all()

@@ -5,8 +5,9 @@ pass as pass_cost.py's), with the target's own kernel plan (fp32 tables, bf16, q
 
   products   the linear layers (q/k/v, o, gate/up, down, the LM head): every call of a linear module's forward,
              of planned_linear.packed_linear and of gguf_blocks.stacked_linear, timed around the call
-  attention  the KV-cache append and the attention function over the cache (scores, softmax, weighted sum): the
-             cache's update() and the model's registered attention function, timed around the call
+  attention  rotary, the KV-cache append and attention over the cache (scores, softmax, weighted sum): the layer
+             body's attend (model/layer_body.py, the Python body's or the C++ one's), timed around the call (with
+             transformers' own forward: its attention function and the cache's update())
   the rest   every other torch operation of the pass (RMS norms, rotary, residual adds, SwiGLU's product, the
              embedding, the mask), the operators' own time with PyTorch's dispatch
   Python     the interpreter between those operations (the layer loop, argument handling, views)
@@ -94,13 +95,24 @@ def timed_parts(target, cache, timers: _Timers):
             orig = getattr(mod, fn_name)
             setattr(mod, fn_name, timers.wrap("products", orig))
             undo.append(lambda mod=mod, fn_name=fn_name, orig=orig: setattr(mod, fn_name, orig))
-    name = target.model.config._attn_implementation
-    local = ALL_ATTENTION_FUNCTIONS._local_mapping
-    had, before = name in local, local.get(name)
-    ALL_ATTENTION_FUNCTIONS[name] = timers.wrap("attention", ALL_ATTENTION_FUNCTIONS.get(name, eager_attention_forward))
-    undo.append(lambda: local.__setitem__(name, before) if had else local.pop(name, None))
-    cache.update = timers.wrap("attention", cache.update)
-    undo.append(lambda: cache.__dict__.pop("update", None))
+    body = sys.modules.get("eagle_core.model.layer_body")
+    if getattr(target, "lean", False) and body is not None:
+        # the layer body's attend (rotary, the cache append, attention over the cache), Python's or C++'s: timed
+        # around the call, so that the body takes the path it takes untimed (the C++ body picks its attention
+        # by the registered function's identity: wrapping that would send it to the Python body)
+        bodies = [body.PYTHON] + ([body.native()] if body.enabled() and body.native() is not None else [])
+        for b in bodies:
+            b.attend = timers.wrap("attention", b.attend)
+            undo.append(lambda b=b: b.__dict__.pop("attend", None))
+    else:                       # transformers' own forward: its attention function and the cache's append
+        name = target.model.config._attn_implementation
+        local = ALL_ATTENTION_FUNCTIONS._local_mapping
+        had, before = name in local, local.get(name)
+        ALL_ATTENTION_FUNCTIONS[name] = timers.wrap("attention",
+                                                    ALL_ATTENTION_FUNCTIONS.get(name, eager_attention_forward))
+        undo.append(lambda: local.__setitem__(name, before) if had else local.pop(name, None))
+        cache.update = timers.wrap("attention", cache.update)
+        undo.append(lambda: cache.__dict__.pop("update", None))
     try:
         yield timers
     finally:
