@@ -85,17 +85,23 @@ def build(variant: str = "", extra_cflags=()):
     that the system releases when its holder dies: torch's own lock is a plain file, and a builder killed mid-build
     (a test run stopped, a CI timeout) left it behind, so every later process waited for it forever. Under our lock
     a torch lock file can only be such a leftover, and is removed."""
+    name = _build_name(extra_cflags) + (f"_{variant}" if variant else "")
+    return load_extension(name, _SOURCE, _CFLAGS + list(extra_cflags), ["-fopenmp"])
+
+
+def load_extension(name: str, source: str, cflags: list, ldflags: list = ()):
+    """torch.utils.cpp_extension.load of `source` into build_directory(name), under the flock `build` describes
+    (the C++ layer body's build, layer_body.py, shares it)."""
     import fcntl
     from torch.utils import cpp_extension
-    name = _build_name(extra_cflags) + (f"_{variant}" if variant else "")
     folder = build_directory(name)
     with open(os.path.join(folder, "build.flock"), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         leftover = os.path.join(folder, "lock")
         if os.path.exists(leftover):
             os.remove(leftover)
-        return cpp_extension.load(name=name, sources=[_SOURCE], extra_cflags=_CFLAGS + list(extra_cflags),
-                                  extra_ldflags=["-fopenmp"], build_directory=folder, verbose=False)
+        return cpp_extension.load(name=name, sources=[source], extra_cflags=cflags, extra_ldflags=list(ldflags),
+                                  build_directory=folder, verbose=False)
 
 
 def kernel():

@@ -226,19 +226,8 @@ def build(extra_cflags=()):
     """Compile layer_body.cpp (or load its cached build); one builder at a time per build folder (an flock, as
     gguf_blocks.build). extra_cflags: the tests' variants (-DEAGLE_LENS_BROKEN_NORM: a norm equal in exact
     arithmetic and not in bits, which the bit-for-bit tests must see)."""
-    import fcntl
-    from torch.utils import cpp_extension
-
-    from .gguf_blocks import build_directory
-    name = _build_name(extra_cflags)
-    folder = build_directory(name)
-    with open(os.path.join(folder, "build.flock"), "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        leftover = os.path.join(folder, "lock")
-        if os.path.exists(leftover):
-            os.remove(leftover)
-        return cpp_extension.load(name=name, sources=[_SOURCE], extra_cflags=_CFLAGS + list(extra_cflags),
-                                  build_directory=folder, verbose=False)
+    from .gguf_blocks import load_extension
+    return load_extension(_build_name(extra_cflags), _SOURCE, _CFLAGS + list(extra_cflags))
 
 
 def native() -> NativeBody | None:
