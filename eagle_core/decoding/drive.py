@@ -46,10 +46,9 @@ def drive(gen, turn=alone, waiting=None, cancel=None, each=None):
     return FINISHED
 
 
-def cycles(gen, turn=alone):
-    """Each cycle's record, for a caller that reads them as they come (`for rec in cycles(dec)`); a turn that
-    waits must not be given here (its notes would come out as records)."""
-    return drive(gen, turn, each=lambda got: got[-1])
+def cycles(gen):
+    """Each cycle's record, alone, for a caller that reads them as they come (`for rec in cycles(dec)`)."""
+    return drive(gen, each=lambda got: got[-1])
 
 
 def finish(gen):
