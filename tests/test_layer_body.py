@@ -207,3 +207,52 @@ def test_a_reordered_operation_in_the_cpp_body_fails_the_comparison(real_tokeniz
     other = _passes(target, "native", monkeypatch)
     assert any(not torch.equal(a, b) for a, b in zip(other, python))
     assert all(torch.allclose(a, b, atol=1e-3) for a, b in zip(other[:2], python[:2]))
+
+
+def _attend_f64(mod, q, k, v, kbuf, vbuf, start, mask, scale):
+    """layer_body.cpp's float64 attention for one part (rotary made the identity: cos 1, sin 0)."""
+    n, d = q.shape[1], kbuf.shape[-1]
+    cos, sin = torch.ones(1, 1, n, d), torch.zeros(1, 1, n, d)
+    case = F64 if mask is None else F64_MASK
+    return mod.attend(q, k, v, cos, sin, d, [0, n], [kbuf], [vbuf], [start],
+                      [torch.empty(0) if mask is None else mask], [case], scale, True)[0]
+
+
+@pytest.mark.parametrize("d", [64, 36, 38])
+def test_the_float64_attention_loop_equals_the_reference_and_a_tree_row_its_step(native, d):
+    """The float64 cases (a row-independent plan's steps and trees) run layer_body.cpp's own loop, not ATen's GEMMs:
+    its output equals attention.small_query_attention in float64 rounded to float32, bit for bit (the two sums differ
+    by ~1e-16, below float32's rounding), with grouped heads, head sizes with and without a tail, an ancestry mask;
+    and a tree node's row equals a one-token step over the cache that holds just its ancestors."""
+    from eagle_core.model.attention import small_query_attention
+    H, G, L0, n = 9, 3, 203, 4
+    g = torch.Generator().manual_seed(d)
+    kbuf = torch.zeros(1, G, L0 + n + 2, d, dtype=torch.float64)
+    vbuf = torch.zeros_like(kbuf)
+    kbuf[:, :, :L0] = torch.randn(1, G, L0, d, generator=g).double()   # float32 values, as the cache holds
+    vbuf[:, :, :L0] = torch.randn(1, G, L0, d, generator=g).double()
+    q, k, v = (torch.randn(1, n, w * d, generator=g) for w in (H, G, G))
+    scale = d ** -0.5
+    # a tree: 0 the root, 1 and 2 its children, 3 a child of 1; the mask as tree_attention_mask builds it
+    mask = torch.zeros(1, 1, n, L0 + n + 2)
+    mask[..., L0:] = torch.finfo(torch.float32).min
+    for i, anc in enumerate(ANC.tolist()):
+        for j, a in enumerate(anc):
+            if a:
+                mask[0, 0, i, L0 + j] = 0.0
+    kb, vb = kbuf.clone(), vbuf.clone()
+    got = _attend_f64(native.mod, q, k, v, kb, vb, L0, mask, scale)
+    keys, values = kb[:, :, :L0 + n], vb[:, :, :L0 + n]
+    qh = q.view(1, n, H, d).transpose(1, 2).double()
+    ref = small_query_attention(qh, keys, values, mask[..., :L0 + n].double(), scale).float()
+    assert torch.equal(got, ref.transpose(1, 2).reshape(1, n, H * d))
+    # node 3 (ancestors 0, 1, 3) as a one-token step: the cache holds the prefix and nodes 0 and 1 in a row
+    kb2, vb2 = kbuf.clone(), vbuf.clone()
+    kb2[:, :, L0:L0 + 2], vb2[:, :, L0:L0 + 2] = kb[:, :, L0:L0 + 2], vb[:, :, L0:L0 + 2]
+    step = _attend_f64(native.mod, q[:, 3:], k[:, 3:], v[:, 3:], kb2, vb2, L0 + 2, None, scale)
+    assert torch.equal(step[0, 0], got[0, 3])
+    # and a value changed anywhere it reads changes it (the comparison can fail)
+    kb3, vb3 = kbuf.clone(), vbuf.clone()
+    vb3[0, 1, 7, 0] += 1.0
+    other = _attend_f64(native.mod, q, k, v, kb3, vb3, L0, mask, scale)
+    assert not torch.equal(other, got)

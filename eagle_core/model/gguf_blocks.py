@@ -59,13 +59,19 @@ _built: dict = {}
 def _build_name(extra_cflags=()) -> str:
     """The extension's name: its source and flags, and this CPU's instruction sets (it is built with -march=native)."""
     h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS + list(extra_cflags)).encode())
-    try:
-        with open("/proc/cpuinfo") as f:
-            h.update(next((ln for ln in f if ln.startswith("flags")), "").encode())
-    except OSError:
-        pass
+    h.update(cpu_flags().encode())
     h.update(torch.__version__.encode())
     return "eagle_gguf_blocks_" + h.hexdigest()[:12]
+
+
+def cpu_flags() -> str:
+    """This CPU's instruction-set line (/proc/cpuinfo's flags; "" where there is none): part of a -march=native
+    build's name, so that a cache shared by two machines never hands one the other's build."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return ""
 
 
 def build_directory(name: str | None = None) -> str:

@@ -9,8 +9,13 @@
 // Built by layer_body.py with torch.utils.cpp_extension (cached beside the GGUF block kernel).
 #include <torch/extension.h>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -159,6 +164,143 @@ at::Tensor small_query(const at::Tensor& query, const at::Tensor& key, const at:
   return at::matmul(probs, value).view({B, H, n, d});
 }
 
+// The float64 cases (F64, F64_MASK below): small_query's arithmetic in our own loops, reading the engine's float64
+// cache where it lies, instead of ~6 ATen operations and two one-row float64 GEMMs per part and layer. For each
+// query row: s_l = (q . k_l) * scale (+ mask_l), exact float64 products of float32 values summed in a fixed order
+// (dot_f64); p_l = exp(s_l - max) / sum (ATen's exp over the part's rows in one call; the sum in key order); o = the
+// sum over keys of p_l v_l in key order (weighted_sum_f64); o rounded to float32 once. The reference (small_query:
+// matmul, softmax, matmul in float64) sums in its BLAS's order, so the two differ by ~1e-16 relative before the
+// float32 rounding, which hides it but once in ~1e9 values (attention.py's docstring: the same reason a tree
+// node's sum over scattered ancestors equals a one-token step's over a contiguous prefix). A masked key (an
+// additive -inf or float32's lowest) gives p_l = 0 exactly and is skipped, as adding it changes nothing, so a tree
+// node's row is computed as the step over just its ancestors is (tests/test_layer_body.py pins both). Built with
+// -DEAGLE_LENS_ATEN_F64, the ATen operations run instead (for comparing the two).
+// q . k over d values: float64 products of float32 values (exact), summed as four vectors of four lanes (vector c
+// takes the values 16i + 4c .. 16i + 4c + 3), then the vectors ((v0 + v1) + (v2 + v3)) and the lanes ((l0 + l1) +
+// (l2 + l3)), then a tail of d % 4 values in order. The AVX2 code and the portable code make the same operations
+// in the same order (a fused multiply-add of an exact product rounds as the product's add), so the same bits.
+inline double dot_f64(const double* q, const double* k, int64_t d) {
+  const int64_t d16 = d - d % 16, d4 = d - d % 4;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d v0 = _mm256_setzero_pd(), v1 = _mm256_setzero_pd(), v2 = _mm256_setzero_pd(), v3 = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j < d16; j += 16) {
+    v0 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j), _mm256_loadu_pd(k + j), v0);
+    v1 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j + 4), _mm256_loadu_pd(k + j + 4), v1);
+    v2 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j + 8), _mm256_loadu_pd(k + j + 8), v2);
+    v3 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j + 12), _mm256_loadu_pd(k + j + 12), v3);
+  }
+  if (j < d4) { v0 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j), _mm256_loadu_pd(k + j), v0); j += 4; }
+  if (j < d4) { v1 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j), _mm256_loadu_pd(k + j), v1); j += 4; }
+  if (j < d4) { v2 = _mm256_fmadd_pd(_mm256_loadu_pd(q + j), _mm256_loadu_pd(k + j), v2); j += 4; }
+  const __m256d s = _mm256_add_pd(_mm256_add_pd(v0, v1), _mm256_add_pd(v2, v3));
+  alignas(32) double l[4];
+  _mm256_store_pd(l, s);
+#else
+  double v[4][4] = {};
+  for (int64_t j = 0; j < d4; j += 4) {
+    const int64_t c = (j / 4) % 4;
+    for (int i = 0; i < 4; ++i) v[c][i] += q[j + i] * k[j + i];
+  }
+  double l[4];
+  for (int i = 0; i < 4; ++i) l[i] = (v[0][i] + v[1][i]) + (v[2][i] + v[3][i]);
+#endif
+  double out = (l[0] + l[1]) + (l[2] + l[3]);
+  for (int64_t j = d4; j < d; ++j) out += q[j] * k[j];
+  return out;
+}
+
+// o[j] = sum over keys l of p[l] * v[l][j], in key order, each product rounded, then added (no fused multiply-add:
+// p * v is not exact). Eight accumulators of four lanes held in registers over all keys, 32 values at a time.
+inline void weighted_sum_f64(const double* p, const double* v, int64_t L, int64_t vstride, int64_t d, double* o) {
+  int64_t j0 = 0;
+#if defined(__AVX2__)
+  for (; j0 + 32 <= d; j0 += 32) {
+    __m256d a[8];
+    for (int c = 0; c < 8; ++c) a[c] = _mm256_setzero_pd();
+    for (int64_t l = 0; l < L; ++l) {
+      if (p[l] == 0.0) continue;   // adds exactly nothing (a masked key, or one far below the maximum)
+      const __m256d pl = _mm256_set1_pd(p[l]);
+      const double* vr = v + l * vstride + j0;
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_add_pd(a[c], _mm256_mul_pd(pl, _mm256_loadu_pd(vr + 4 * c)));
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_pd(o + j0 + 4 * c, a[c]);
+  }
+#endif
+  for (int64_t j = j0; j < d; ++j) o[j] = 0.0;
+  if (j0 < d) {
+    for (int64_t l = 0; l < L; ++l) {
+      if (p[l] == 0.0) continue;
+      const double* vr = v + l * vstride;
+      for (int64_t j = j0; j < d; ++j) o[j] += p[l] * vr[j];
+    }
+  }
+}
+
+void f64_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor* mask,
+                   double scale, at::Tensor& out) {
+  // q [B, H, n, d] float32 (any strides, unit in d); keys, values [B, G, L, d] float64 (unit stride in d);
+  // mask broadcastable to [B, 1, n, L] (float32 or float64); out [B, n, H, d] float32, contiguous
+  const int64_t B = q.size(0), H = q.size(1), n = q.size(2), d = q.size(3);
+  const int64_t G = keys.size(1), L = keys.size(2), r = H / G, tasks = B * H * n;
+  const float* qp = q.data_ptr<float>();
+  const double* kp = keys.data_ptr<double>();
+  const double* vp = values.data_ptr<double>();
+  float* op = out.data_ptr<float>();
+  at::Tensor m64;
+  const double* mp = nullptr;
+  int64_t mb = 0, mt = 0, ml = 0;
+  if (mask != nullptr) {
+    TORCH_CHECK(mask->dim() == 4 && mask->size(1) == 1, "layer_body.f64_attention: a mask [B, 1, n, L]");
+    m64 = mask->to(at::kDouble);
+    mp = m64.data_ptr<double>();
+    mb = m64.size(0) == 1 ? 0 : m64.stride(0);
+    mt = m64.size(2) == 1 ? 0 : m64.stride(2);
+    ml = m64.stride(3);
+  }
+  const int64_t qs0 = q.stride(0), qs1 = q.stride(1), qs2 = q.stride(2);
+  const int64_t ks0 = keys.stride(0), ks1 = keys.stride(1), ks2 = keys.stride(2);
+  const int64_t vs0 = values.stride(0), vs1 = values.stride(1), vs2 = values.stride(2);
+  // scores [tasks, L]; a task is one (batch, head, row), computed by one thread in one order, whatever the split
+  auto scores = at::empty({tasks, L}, keys.options());
+  double* sp = scores.data_ptr<double>();
+  // threads only where a chunk holds ~256K multiply-adds: below that waking the second thread costs more than it saves
+  const int64_t grain = std::max<int64_t>(1, 262144 / std::max<int64_t>(1, L * d));
+  at::parallel_for(0, tasks, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<double> qd(d);
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / (H * n), h = (task / n) % H, t = task % n, g = h / r;
+      const float* qr = qp + b * qs0 + h * qs1 + t * qs2;
+      for (int64_t j = 0; j < d; ++j) qd[j] = static_cast<double>(qr[j]);
+      const double* kb = kp + b * ks0 + g * ks1;
+      const double* mrow = mp == nullptr ? nullptr : mp + b * mb + t * mt;
+      double* srow = sp + task * L;
+      double best = -std::numeric_limits<double>::infinity();
+      for (int64_t l = 0; l < L; ++l) {
+        double v = dot_f64(qd.data(), kb + l * ks2, d) * scale;
+        if (mrow != nullptr) v = v + mrow[l * ml];
+        srow[l] = v;
+        best = std::max(best, v);
+      }
+      for (int64_t l = 0; l < L; ++l) srow[l] = srow[l] - best;
+    }
+  });
+  scores.exp_();   // ATen's vectorized exp, elementwise: one call for every row of the part
+  at::parallel_for(0, tasks, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<double> o(d);
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / (H * n), h = (task / n) % H, t = task % n, g = h / r;
+      double* srow = sp + task * L;
+      double total = 0;
+      for (int64_t l = 0; l < L; ++l) total += srow[l];
+      for (int64_t l = 0; l < L; ++l) srow[l] = srow[l] / total;
+      weighted_sum_f64(srow, vp + b * vs0 + g * vs1, L, vs2, d, o.data());
+      float* orow = op + ((b * n + t) * H + h) * d;
+      for (int64_t j = 0; j < d; ++j) orow[j] = static_cast<float>(o[j]);
+    }
+  });
+}
+
 // The attention cases (layer_body.py picks one per part, or the Python body where none applies):
 enum Case : int64_t {
   F64 = 0,        // tree_attention_forward, float64 cache, one token, no mask
@@ -209,9 +351,21 @@ std::vector<at::Tensor> attend(const at::Tensor& q_in, const at::Tensor& k_in, c
       case F64:
       case F64_MASK: {   // tree_attention_forward's float64 branch
         at::Tensor mask;
-        if (cases[j] == F64_MASK) mask = masks[j].slice(3, 0, keys.size(2)).to(at::kDouble);
+        if (cases[j] == F64_MASK) mask = masks[j].slice(3, 0, keys.size(2));
+#ifdef EAGLE_LENS_ATEN_F64   // the reference's operations (tests: the loop against them)
+        if (mask.defined()) mask = mask.to(at::kDouble);
         o = small_query(qp.to(at::kDouble), keys, values, cases[j] == F64_MASK ? &mask : nullptr, scaling);
         o = o.to(qp.scalar_type()).transpose(1, 2).contiguous();
+#else
+        if (qp.scalar_type() == at::kFloat && keys.stride(3) == 1 && values.stride(3) == 1) {
+          o = at::empty({qp.size(0), m, qp.size(1), qp.size(3)}, qp.options());
+          f64_attention(qp, keys, values, cases[j] == F64_MASK ? &mask : nullptr, scaling, o);
+        } else {
+          if (mask.defined()) mask = mask.to(at::kDouble);
+          o = small_query(qp.to(at::kDouble), keys, values, cases[j] == F64_MASK ? &mask : nullptr, scaling);
+          o = o.to(qp.scalar_type()).transpose(1, 2).contiguous();
+        }
+#endif
         break;
       }
       case SMALL: {      // tree_attention_forward's small-query branch

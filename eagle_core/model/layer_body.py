@@ -13,7 +13,9 @@ tests/test_lean_forward.py). `NativeBody` runs the same segments as ATen calls f
 operators in the same order with the same arguments, so the same kernels compute the same bits, without the
 interpreter between them (~60 eager operations a layer, one Python call each, against 4 calls); the purely
 elementwise steps (rotary; the residual add and the norm's square, and its last three steps) are loops that round
-exactly as the eager operations do (the reductions stay ATen's). `head_layer` runs the draft head's layer
+exactly as the eager operations do (the reductions stay ATen's). One step is not ATen's: attention over a float64
+cache (a row-independent plan's steps and trees) is our own loop, float64 sums in a fixed order rounded to float32
+once, equal to the float64 GEMMs' result but once in ~1e9 values (layer_body.cpp, f64_attention). `head_layer` runs the draft head's layer
 (head.HeadDecoderLayer) the same way while drafting. Its attention runs
 for parts whose cache layer is the engine's PreallocatedLayer (appended in place) and whose attention is one of
 tree_attention_forward's / sdpa_attention_forward's cases it mirrors (a float64 cache's small-query path; the small
@@ -35,9 +37,12 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .attention import MAX_QUERIES, tree_attention_forward
+from .gguf_blocks import cpu_flags
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "layer_body.cpp")
-_CFLAGS = ["-O2", "-ffp-contract=off"]
+# -march=native: the float64 attention loop's four partial sums in vector registers (the build is cached per CPU);
+# -ffp-contract=off: no fused multiply-adds the eager operations do not make; -fopenmp: at::parallel_for's threads
+_CFLAGS = ["-O2", "-march=native", "-ffp-contract=off", "-fopenmp"]
 _lock = threading.Lock()
 _built: dict = {}
 log = logging.getLogger(__name__)
@@ -218,6 +223,7 @@ def head_layer(layer, x, cos, sin, cache, attn_mask):
 
 def _build_name(extra_cflags=()) -> str:
     h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS + list(extra_cflags)).encode())
+    h.update(cpu_flags().encode())   # -march=native: one build per CPU
     h.update(torch.__version__.encode())
     return "eagle_layer_body_" + h.hexdigest()[:12]
 
@@ -227,7 +233,7 @@ def build(extra_cflags=()):
     gguf_blocks.build). extra_cflags: the tests' variants (-DEAGLE_LENS_BROKEN_NORM: a norm equal in exact
     arithmetic and not in bits, which the bit-for-bit tests must see)."""
     from .gguf_blocks import load_extension
-    return load_extension(_build_name(extra_cflags), _SOURCE, _CFLAGS + list(extra_cflags))
+    return load_extension(_build_name(extra_cflags), _SOURCE, _CFLAGS + list(extra_cflags), ["-fopenmp"])
 
 
 def native() -> NativeBody | None:
