@@ -53,8 +53,9 @@ weights transformers loads; inputs and sums are fp32. So it is the fp32 model of
 another summation order (one-token steps and trees of up to MAX_VERIFY_ROWS rows on the block kernel, prefills on
 the packed fp32 kernel), reading ~96 MB per pass instead of ~540. The block kernel is row-independent by
 construction (each output the same operations whatever shares the call, threads split outputs, never sums), and
-probed like the others. Forced by kernels="q4"; timed against fp32/bf16 in the automatic plan only where the loader
-attached blocks (target.Q4_IN_AUTO).
+probed like the others. Forced by kernels="q4"; timed against fp32/bf16 in the automatic plan where the loader attached
+blocks (target.Q4_IN_AUTO, on by default) and taken where its passes are faster (kernel_timing.choose_q4); where it
+is not taken, plan["q4_refused"] says why (timed slower, no kernel built, row-dependent).
 
 `plan_kernels` times whole passes at load (~2 s for SmolLM2): bf16 is chosen when its one-token pass is no
 slower than fp32's (within 5%) and its passes over all probed row counts cost less in sum; a CPU without fast
@@ -78,7 +79,8 @@ from .planned_linear import (BF16, GGUF, KERNEL_NAMES, MAX_TABLE, PACKED, PLAIN,
 
 __all__ = ["BF16", "GGUF", "KERNEL_NAMES", "MAX_TABLE", "PACKED", "PLAIN", "ROWWISE", "PlannedLinear", "rows_dependence",
            "shared_input_linears", "stock_kernels", "plan_kernels", "pack_cpu_linears", "describe", "set_kernel",
-           "kernel_tables", "bf16_kernels_available", "choice_table", "choose_precision", "time_model"]
+           "kernel_tables", "bf16_kernels_available", "choice_table", "choose_precision", "time_model",
+           "short_description"]
 
 MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")
 
@@ -191,7 +193,7 @@ def _q4_possible(groups: list[_Group], mode: str, plan: dict, known: dict) -> bo
         return False
     q4 = _q4_groups(groups)
     if not q4:
-        if mode == "q4":
+        if mode == "q4" or plan.get("gguf", {}).get("why"):   # asked for, or blocks looked for and not attached
             plan["q4_refused"] = plan.get("gguf", {}).get("why") or "no layer has GGUF blocks"
         return False
     for g in q4:
@@ -256,6 +258,11 @@ def _time_precision(run, rows_list, groups, plan: dict, bf16_ok: bool, auto: boo
         chosen = {r: (min(t[:2]) if precision == "fp32" else t[2]) for r, t in timings.items()}
         if choose_q4(chosen, {r: t[0] for r, t in q4.items()}):
             precision = "q4"
+        else:
+            one = min(q4)
+            plan["q4_refused"] = (f"timed slower here (a one-token pass {q4[one][0] * 1e3:.1f} ms against "
+                                  f"{chosen[one] * 1e3:.1f}, all probed passes {sum(t[0] for t in q4.values()) * 1e3:.0f} "
+                                  f"against {sum(chosen.values()) * 1e3:.0f} ms)")
         plan["q4_ms"] = {r: round(t[0] * 1e3, 2) for r, t in q4.items()}
     for g in groups:   # bf16: fp32-only layers on the packed kernel at every row count (row-independent)
         if precision == "q4":
@@ -398,6 +405,27 @@ def kernel_tables(model: torch.nn.Module) -> list[list[int]]:
     return out
 
 
+def _q4_timing(plan: dict) -> str:
+    """'timed faster here: ...' from the plan's one-token passes (the block kernels against the plan beside them)."""
+    q4, ms = plan.get("q4_ms") or {}, plan.get("ms") or {}
+    one = min(q4) if q4 else None
+    if one is None or one not in ms:
+        return "timed"
+    return f"timed faster here: a one-token pass {q4[one]:.1f} ms against {min(ms[one]):.1f} ms on fp32"
+
+
+def short_description(plan: dict | None) -> str:
+    """A few words for the app's banner: which numerical model the target's linear layers run, and why."""
+    if not plan or not plan.get("layers"):
+        return "fp32 (plain kernels)"
+    if plan.get("precision") == "q4":
+        how = "forced" if plan["mode"] == "q4" else _q4_timing(plan)
+        return f"the GGUF's own 4-bit blocks ({how})"
+    name = {"bf16": "bf16 linear layers", "fp32": "fp32 linear layers"}.get(plan.get("precision"), "fp32")
+    why = f"; 4-bit blocks not taken: {plan['q4_refused']}" if plan.get("q4_refused") else ""
+    return name + why
+
+
 def describe(plan: dict | None) -> str:
     """One line for reports: which kernel runs which row counts (and why not bf16, where it was refused)."""
     if not plan or not plan.get("layers"):
@@ -416,7 +444,7 @@ def describe(plan: dict | None) -> str:
         mb = f", {g['bytes'] / 1e6:.0f} MB" if g.get("bytes") else ""
         return (f"GGUF block kernels on the file's own weights ({types or 'blocks'}{mb}; fp32 arithmetic) up to "
                 f"{MAX_VERIFY_ROWS} rows, oneDNN-packed fp32 on the same dequantized weights above "
-                f"({'forced' if plan['mode'] == 'q4' else 'timed'})" + exact)
+                f"({'forced' if plan['mode'] == 'q4' else _q4_timing(plan)})" + exact)
     if plan["mode"] == "q4":
         return "oneDNN-packed fp32 linear kernels everywhere (q4 was forced but not taken" + \
             (f": {plan['q4_refused']})" if plan.get("q4_refused") else ")") + exact
