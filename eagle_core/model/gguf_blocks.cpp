@@ -425,8 +425,10 @@ std::string vector_path() {
 #endif
 }
 
+#ifndef EAGLE_GGUF_BLOCKS_INCLUDED   // layer_body.cpp includes this file for its q4 layer: one module each
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("block_linear", &block_linear, "x @ W.T on packed GGUF blocks (Q4_1: type 0, Q8_0: type 1)");
   m.def("block_weights", &block_weights, "the weights of packed GGUF blocks, as block_linear computes with them");
   m.def("vector_path", &vector_path, "the build's path: avx512, avx2 or scalar");
 }
+#endif

@@ -182,6 +182,18 @@ def stacked_linear(blocks: list[Blocks], x: torch.Tensor, biases) -> list[torch.
     panels are stacked once (each layer's `packed` becomes a view of the stack: no byte held twice). Each output is
     the same sequence of operations in either call, so the results are the same bits. None where the layers cannot
     share a call (another kind or input width, or rows not a whole number of 64-row groups)."""
+    stack = stacked(blocks)
+    if stack is None:
+        return None
+    b0 = blocks[0]
+    y = kernel().block_linear(x, stack[1], b0.kind, stack[2], b0.in_features, None)
+    outs = y.split([b.out_features for b in blocks], dim=-1)
+    return [o if bias is None else o + bias for o, bias in zip(outs, biases)]
+
+
+def stacked(blocks: list[Blocks]):
+    """(ids, the layers' panels stacked [groups, blocks, bytes], their outputs in all), made once, or None where
+    the layers cannot share a call (stacked_linear)."""
     b0 = blocks[0]
     if not all(b.kind == b0.kind and b.in_features == b0.in_features and b.out_features % (PANEL * GROUP) == 0
                for b in blocks):
@@ -194,9 +206,7 @@ def stacked_linear(blocks: list[Blocks], x: torch.Tensor, biases) -> list[torch.
             b.packed = packed[offset:offset + b.packed.shape[0]]
             offset += b.packed.shape[0]
         stack = b0._stack = ([id(b) for b in blocks], packed, sum(b.out_features for b in blocks))
-    y = kernel().block_linear(x, stack[1], b0.kind, stack[2], b0.in_features, None)
-    outs = y.split([b.out_features for b in blocks], dim=-1)
-    return [o if bias is None else o + bias for o, bias in zip(outs, biases)]
+    return stack
 
 
 def read_tensors(path: str) -> tuple[dict, dict]:

@@ -9,6 +9,11 @@
 // Built by layer_body.py with torch.utils.cpp_extension (cached beside the GGUF block kernel).
 #include <torch/extension.h>
 
+// The GGUF block kernel's source, compiled into this module too (its products called from q4_layer below without
+// the interpreter between them); its own module (gguf_blocks.py) is built from the same file.
+#define EAGLE_GGUF_BLOCKS_INCLUDED
+#include "gguf_blocks.cpp"
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -387,6 +392,55 @@ std::vector<at::Tensor> attend(const at::Tensor& q_in, const at::Tensor& k_in, c
   return result;
 }
 
+// [x @ W.T for each layer of a group that reads one input] (q/k/v; gate/up): one block_linear call over the group's
+// stacked panels split at `splits` (gguf_blocks.stacked_linear), or one call per layer (packs.size() ==
+// splits.size()): what PlannedLinear / shared_input_linears compute for them, the same calls.
+std::vector<at::Tensor> block_group(const at::Tensor& x, const std::vector<at::Tensor>& packs, int64_t kind,
+                                    const std::vector<int64_t>& splits) {
+  const int64_t K = x.size(-1);
+  if (packs.size() == 1 && splits.size() > 1) {
+    int64_t total = 0;
+    for (auto n : splits) total += n;
+    return block_linear(x, packs[0], kind, total, K, c10::nullopt).split_with_sizes(splits, -1);
+  }
+  std::vector<at::Tensor> out;
+  for (size_t j = 0; j < packs.size(); ++j) out.push_back(block_linear(x, packs[j], kind, splits[j], K, c10::nullopt));
+  return out;
+}
+
+// One decoder layer whose every product runs the GGUF block kernel (the q4 plan's passes of up to MAX_VERIFY_ROWS
+// rows), as packed_forward's loop runs it with the C++ body, call for call:
+//   q, k, v = products(x); out = attend(q, k, v); h, x = residual_norm(h, o_proj(out), post-attention norm)
+//   g, u = products(x); h, x = residual_norm(h, down(swiglu(g, u)), the next layer's input norm or the final norm)
+// The same functions on the same inputs in the same order: the same bits, one call from Python instead of ~10.
+// Returns [h, x, keys_0, values_0, ...] (attend's caches' new views).
+std::vector<at::Tensor> q4_layer(const at::Tensor& h_in, const at::Tensor& x_in,
+                                 const std::vector<at::Tensor>& qkv_packs, int64_t qkv_kind,
+                                 const std::vector<int64_t>& qkv_splits, const at::Tensor& o_pack, int64_t o_kind,
+                                 int64_t o_out, const std::vector<at::Tensor>& gu_packs, int64_t gu_kind,
+                                 const std::vector<int64_t>& gu_splits, const at::Tensor& d_pack, int64_t d_kind,
+                                 int64_t d_out, const at::Tensor& post_w, double post_eps, const at::Tensor& next_w,
+                                 double next_eps, const at::Tensor& cos, const at::Tensor& sin, int64_t head_dim,
+                                 const std::vector<int64_t>& bounds, const std::vector<at::Tensor>& kbufs,
+                                 const std::vector<at::Tensor>& vbufs, const std::vector<int64_t>& starts,
+                                 const std::vector<at::Tensor>& masks, const std::vector<int64_t>& cases,
+                                 double scaling, bool gqa) {
+  auto qkv = block_group(x_in, qkv_packs, qkv_kind, qkv_splits);
+  TORCH_CHECK(qkv.size() == 3, "layer_body.q4_layer: q, k and v");
+  auto got = attend(qkv[0], qkv[1], qkv[2], cos, sin, head_dim, bounds, kbufs, vbufs, starts, masks, cases, scaling,
+                    gqa);
+  auto o = block_linear(got[0], o_pack, o_kind, o_out, got[0].size(-1), c10::nullopt);
+  auto hx = residual_norm(h_in, o, post_w, post_eps);
+  auto gu = block_group(hx[1], gu_packs, gu_kind, gu_splits);
+  TORCH_CHECK(gu.size() == 2, "layer_body.q4_layer: gate and up");
+  auto a = swiglu(gu[0], gu[1]);
+  auto d = block_linear(a, d_pack, d_kind, d_out, a.size(-1), c10::nullopt);
+  auto out = residual_norm(hx[0], d, next_w, next_eps);
+  std::vector<at::Tensor> result{out[0], out[1]};
+  for (size_t j = 1; j < got.size(); ++j) result.push_back(got[j]);
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -395,4 +449,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("residual_norm", &residual_norm, "(h + y, rms_norm(h + y))", release());
   m.def("swiglu", &swiglu, "silu(gate) * up", release());
   m.def("attend", &attend, "rotary, cache append and attention per part", release());
+  m.def("q4_layer", &q4_layer, "one decoder layer on the GGUF block kernel, as the C++ body's segments", release());
 }

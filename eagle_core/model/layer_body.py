@@ -40,9 +40,10 @@ from .attention import MAX_QUERIES, tree_attention_forward
 from .gguf_blocks import cpu_flags
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "layer_body.cpp")
+_GGUF_SOURCE = os.path.join(os.path.dirname(__file__), "gguf_blocks.cpp")
 # -march=native: the float64 attention loop's four partial sums in vector registers (the build is cached per CPU);
 # -ffp-contract=off: no fused multiply-adds the eager operations do not make; -fopenmp: at::parallel_for's threads
-_CFLAGS = ["-O2", "-march=native", "-ffp-contract=off", "-fopenmp"]
+_CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
 _lock = threading.Lock()
 _built: dict = {}
 log = logging.getLogger(__name__)
@@ -79,6 +80,10 @@ class PythonBody:
     @staticmethod
     def swiglu(act_fn, gate, up):
         return act_fn(gate) * up
+
+    @staticmethod
+    def q4_layer(layer, i, h, x, after, cos, sin, caches, masks, bounds, attention):
+        return None   # the segments, one by one (NativeBody runs a whole q4 layer as one call)
 
     @staticmethod
     def attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention):
@@ -158,16 +163,19 @@ class NativeBody(PythonBody):
             return act_fn(gate) * up
         return self.mod.swiglu(gate, up)
 
-    def attend(self, attn, i, q, k, v, cos, sin, caches, masks, bounds, attention):
+    @staticmethod
+    def _attend_args(attn, i, q, caches, masks, bounds, attention):
+        """(cache layers, the C++ attend's arguments after cos and sin) for layer i, or None where a part takes the
+        Python body's attention (not the engine's cache, no C++ case, a full cache)."""
         layers, kbufs, vbufs, starts, flat, ms, cases = [], [], [], [], [], [], []
         for cache, mask, (a, b) in zip(caches, masks, bounds):
             layer = _preallocated(cache, i)
             if layer is None:
-                return PythonBody.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
+                return None
             start = layer.keys.shape[-2]
             case = attention_case(attention, attn, b - a, layer._k.dtype, q, mask)
             if case is None or start + b - a > layer.capacity:   # (a full cache: the Python body raises)
-                return PythonBody.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
+                return None
             layers.append(layer)
             kbufs.append(layer._k)
             vbufs.append(layer._v)
@@ -175,11 +183,75 @@ class NativeBody(PythonBody):
             flat += (a, b)
             ms.append(_NO_MASK if mask is None else mask)
             cases.append(case)
-        got = self.mod.attend(q, k, v, cos, sin, attn.head_dim, flat, kbufs, vbufs, starts, ms, cases,
-                              attn.scaling, getattr(attn, "num_key_value_groups", 1) > 1)
+        return layers, (attn.head_dim, flat, kbufs, vbufs, starts, ms, cases, attn.scaling,
+                        getattr(attn, "num_key_value_groups", 1) > 1)
+
+    @staticmethod
+    def _keep_views(layers, got, first: int):
         for j, layer in enumerate(layers):
-            layer.keys, layer.values = got[1 + 2 * j], got[2 + 2 * j]
+            layer.keys, layer.values = got[first + 2 * j], got[first + 1 + 2 * j]
+
+    def attend(self, attn, i, q, k, v, cos, sin, caches, masks, bounds, attention):
+        args = self._attend_args(attn, i, q, caches, masks, bounds, attention)
+        if args is None:
+            return PythonBody.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
+        got = self.mod.attend(q, k, v, cos, sin, *args[1])
+        self._keep_views(args[0], got, 1)
         return got[0]
+
+    def q4_layer(self, layer, i, h, x, after, cos, sin, caches, masks, bounds, attention):
+        """Layer i as ONE call (layer_body.cpp's q4_layer) where every product of it runs the GGUF block kernel at
+        this pass's rows: (h, x) as packed_forward's loop computes them with this body, the same calls in C++; else
+        None (the loop runs the layer's segments)."""
+        if not q4_layer_enabled():
+            return None
+        products = q4_products(layer, x.numel() // x.shape[-1])
+        if products is None:
+            return None
+        attn = layer.self_attn
+        args = self._attend_args(attn, i, x, caches, masks, bounds, attention)
+        if args is None:
+            return None
+        post = layer.post_attention_layernorm
+        got = self.mod.q4_layer(h, x, *products, post.weight, post.variance_epsilon, after.weight,
+                                after.variance_epsilon, cos, sin, *args[1])
+        self._keep_views(args[0], got, 2)
+        return got[0], got[1]
+
+
+def q4_products(layer, rows: int):
+    """q4_layer's product arguments for a decoder layer whose seven products all run the GGUF block kernel at
+    `rows` rows (the kernel plan's tables), without biases, with SwiGLU: (q/k/v packs, kind, splits, o pack, kind,
+    out, gate/up packs, kind, splits, down pack, kind, out); else None. The packs are made once per layer."""
+    from .gguf_blocks import stacked
+    from .planned_linear import GGUF, PlannedLinear, stock_on
+    attn, mlp = layer.self_attn, layer.mlp
+    mods = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+    if stock_on() or not all(isinstance(m, PlannedLinear) and m.gguf_blocks is not None and m.bias is None
+                             and m.kernel_for(rows) == GGUF for m in mods):
+        return None
+    if type(mlp.act_fn).__name__ != "SiLUActivation":
+        return None
+    if mods[0].guard is not None:
+        mods[0].guard.check()     # the plan's row probe at this thread count (as each product's call checks)
+    cached = getattr(layer, "_eagle_q4_products", None)
+    if cached is not None and cached[0] == [id(m.gguf_blocks) for m in mods]:
+        return cached[1]
+
+    def group(ms):
+        blocks = [m.gguf_blocks for m in ms]
+        if any(b.kind != blocks[0].kind for b in blocks):
+            return None
+        stack = stacked(blocks)
+        packs = [stack[1]] if stack is not None else [b.packed for b in blocks]
+        return packs, blocks[0].kind, [b.out_features for b in blocks]
+    qkv, gu = group(mods[:3]), group(mods[4:6])
+    if qkv is None or gu is None:
+        return None
+    o, d = attn.o_proj.gguf_blocks, mlp.down_proj.gguf_blocks
+    products = (*qkv, o.packed, o.kind, o.out_features, *gu, d.packed, d.kind, d.out_features)
+    layer._eagle_q4_products = ([id(m.gguf_blocks) for m in mods], products)
+    return products
 
 
 def head_layer(layer, x, cos, sin, cache, attn_mask):
@@ -223,6 +295,7 @@ def head_layer(layer, x, cos, sin, cache, attn_mask):
 
 def _build_name(extra_cflags=()) -> str:
     h = hashlib.sha1(open(_SOURCE, "rb").read() + " ".join(_CFLAGS + list(extra_cflags)).encode())
+    h.update(open(_GGUF_SOURCE, "rb").read())   # included by layer_body.cpp
     h.update(cpu_flags().encode())   # -march=native: one build per CPU
     h.update(torch.__version__.encode())
     return "eagle_layer_body_" + h.hexdigest()[:12]
@@ -251,6 +324,11 @@ def native() -> NativeBody | None:
 
 def why_unavailable() -> str | None:
     return None if native() is not None else _built.get("why")
+
+
+def q4_layer_enabled() -> bool:
+    """EAGLE_LENS_Q4_LAYER=0 runs a q4 layer's segments one call each (for comparing; the same bits)."""
+    return os.environ.get("EAGLE_LENS_Q4_LAYER", "1") not in ("", "0")
 
 
 def enabled() -> bool:

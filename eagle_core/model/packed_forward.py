@@ -82,13 +82,17 @@ def packed_llama_forward(model, parts: list[Part], aux_layers=()) -> list:
     for i, layer in enumerate(layers):
         if i in aux_layers:
             aux[i] = h
+        after = layers[i + 1].input_layernorm if i + 1 < len(layers) else inner.norm
+        whole = body.q4_layer(layer, i, h, x, after, cos, sin, caches, masks, bounds, attention)
+        if whole is not None:     # every product on the GGUF block kernel: the lines below as one C++ call
+            h, x = whole
+            continue
         attn = layer.self_attn
         q, k, v = shared_input_linears((attn.q_proj, attn.k_proj, attn.v_proj), x)
         out = body.attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention)
         h, x = body.residual_norm(h, attn.o_proj.forward(out), layer.post_attention_layernorm)
         mlp = layer.mlp
         gate, up = shared_input_linears((mlp.gate_proj, mlp.up_proj), x)
-        after = layers[i + 1].input_layernorm if i + 1 < len(layers) else inner.norm
         h, x = body.residual_norm(h, mlp.down_proj.forward(body.swiglu(mlp.act_fn, gate, up)), after)
     out = x if len(layers) else body.rms_norm(h, inner.norm)
     aux[cfg.num_hidden_layers] = out              # hidden_states[L] is the final, normed state

@@ -34,6 +34,11 @@ MAX_TABLE = 257           # rows >= this use the choice at 256
 _stock = threading.local()
 
 
+def stock_on() -> bool:
+    """Whether this thread runs stock_kernels() (every layer plain F.linear)."""
+    return getattr(_stock, "on", False)
+
+
 @contextlib.contextmanager
 def stock_kernels():
     """Inside: every planned layer runs F.linear on its fp32 weight, as stock transformers does (this thread)."""
