@@ -107,8 +107,11 @@ class AmbiguityTab:
                 self.eagle3 = gr.Checkbox(label="show the EAGLE-3 head too", value=False, scale=1,
                                           elem_id="el-amb-eagle3")
                 self.button = gr.Button("Compute", variant="primary", scale=1, elem_id="el-amb")
+            # a typed branch count outside 2–6 is said here, apart from the Compute's message below it, so the
+            # note stays after a Compute (the browser clamps the box first: the Compute itself sees 6, says nothing)
+            self.input_note = gr.Markdown("", elem_id="el-amb-input-note")
+            say_typed_value(self.branches, "branches", self.input_note)
             self.msg = gr.Markdown("Recorded example; press Compute for a live one." if TRACE else "")
-            say_typed_value(self.branches, "branches", self.msg)
             a0 = (TRACE or {}).get("ambiguity")
             self.rec = gr.State(a0)
             self.headline = gr.HTML(views.ambiguity_headline(a0), elem_id="el-amb-headline")

@@ -48,6 +48,25 @@ def model_banner():
     return msg, gr.Timer(active=False)
 
 
+def first_paint_when_live(demo: gr.Blocks, banner: gr.Markdown, timer: gr.Timer):
+    """Pages opened once the model is live are first painted saying so. Gradio serves every page the config it
+    wrote at launch, while the model was still loading, so each page said "Loading the live model…" until the
+    banner's timer first ticked (~1 s): once the model is ready, the banner's value and its timer (off) are written
+    into the components and into the config served from then on."""
+    def patch():
+        MODEL.ready.wait()
+        msg, _ = model_banner()
+        banner.value, timer.active = banner.postprocess(msg), False   # a config written from now on
+        while not getattr(demo, "is_running", False):                  # the config written at launch
+            time.sleep(0.2)
+        for c in (getattr(demo, "config", None) or {}).get("components", []):
+            if c.get("id") == banner._id:
+                c.setdefault("props", {})["value"] = banner.value
+            elif c.get("id") == timer._id:
+                c.setdefault("props", {})["active"] = False
+    threading.Thread(target=patch, daemon=True, name="banner-first-paint").start()
+
+
 def on_live(status):
     """After each banner tick: once the model is live, a Lens status that still says it is loading (a Step pressed
     before) is replaced; the status line never contradicts the banner."""
@@ -138,6 +157,7 @@ def build_demo() -> gr.Blocks:
         teacher.wire(demo)
         links.wire(demo)
         presenter.change(None, [presenter], [presenter], js=PRESENTER_JS)
+        first_paint_when_live(demo, banner, timer)
         timer.tick(model_banner, None, [banner, timer], concurrency_limit=None, show_progress="hidden",
                    api_name="banner").then(on_live, [lens.status], [lens.status], queue=False,
                                            show_progress="hidden", api_visibility="private")

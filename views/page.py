@@ -11,7 +11,7 @@ CSS = _TEXT_CSS + _STATS_CSS + _DECK_CSS + """
 .el-table {border-collapse: collapse; font-size: 15px;} .el-table td, .el-table th {padding: 4px 10px; border-bottom: 1px solid #ddd;}
 #el-title h1 {margin-bottom: 0;} #el-status {font-size: 16px;}
 #el-click, #el-click-btn {display: none !important;}
-#el-input-note {font-size: 15px; color: #7a4b00;}
+#el-input-note, #el-amb-input-note {font-size: 15px; color: #7a4b00;}
 #el-beat {font-size: 16px; min-height: 2.6em;}
 /* presenter mode: larger type without CSS zoom (zoom shifts Plotly's hover cards away from the pointer);
    the figures' fonts are scaled by views/js/fit.js, the header collapses to its title */
@@ -25,7 +25,7 @@ body.el-presenter #el-status, body.el-presenter #el-beat {font-size: 21px;}
 #el-banner, #el-banner p {font-size: 15px !important; line-height: 1.45;}
 #el-left, #el-right {gap: 10px;}
 #el-buttons {gap: 6px;} #el-buttons > button {padding-left: 4px; padding-right: 4px;}
-#el-input-note:has(span.md:empty) {display: none;}
+#el-input-note:has(span.md:empty), #el-amb-input-note:has(span.md:empty) {display: none;}
 #el-status {min-height: 2.9em; line-height: 1.45;} #el-status p {margin: 0;}   /* two lines kept: no jump */
 #el-beat {min-height: 2.4em;} #el-beat p {margin: 0;}
 .el-text {max-height: max(190px, calc(100vh - 575px));}
