@@ -125,3 +125,23 @@ def test_the_lab_panel_draws_the_split_only_where_measured():
     assert "llama-bench" in sec["split_md"]
     old = {k: v for k, v in rep.items() if k not in ("pass_split", "llamacpp_pass_split")}
     assert engines_section(old)["split"] is None
+
+
+def test_a_q4_layer_run_as_one_call_is_split_a_segment_a_call(real_tokenizer, tmp_path):
+    """On the q4 plan a step's layers run as one C++ call each (layer_body.q4_layer), where no timer reaches: the
+    split is taken from the same pass run a segment a call (every product and attention call timed, stacked q/k/v
+    and gate/up one product each), and the pass as it runs by default is timed beside it (one_call)."""
+    from conftest import quantize_to_gguf, tiny_llama
+    from eagle_core.model import layer_body
+    from eagle_core.model.target import load_target
+    if layer_body.native() is None:
+        pytest.skip(layer_body.why_unavailable())
+    model = tiny_llama(vocab_size=1000, hidden=128, layers=2, seed=5)
+    gguf = quantize_to_gguf(model, str(tmp_path / "t.gguf"))
+    t = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="q4", gguf_file=gguf)
+    assert t.numerics == "gguf-blocks"
+    split = ps.pass_split(t, rows=(1,), prefix=16, reps=2)
+    ms = split["ms"][1]
+    assert split["calls"][1] == {"products": 4 * 2 + 1, "attention": 2}, split["calls"][1]
+    assert ms["one_call"] > 0 and ms["products"] > 0 and ms["attention"] > 0
+    assert any("one C++ call a layer" in line for line in ps.format_pass_split(split))

@@ -182,6 +182,45 @@ def _no_native_stderr():
         os.close(null)
 
 
+def _runs_one_call(target, rows: int) -> bool:
+    """Whether a pass of `rows` tokens runs its layers as one C++ call each (the q4 layer: layer_body.q4_products)."""
+    import torch
+    body = sys.modules.get("eagle_core.model.layer_body")
+    if body is None or not getattr(target, "lean", False) or body.body_for(torch.zeros(1)) is body.PYTHON:
+        return False
+    return body.q4_layer_enabled() and body.q4_products(target.model.model.layers[0], rows) is not None
+
+
+@contextlib.contextmanager
+def _segments():
+    """Inside: a q4 layer's segments one call each (EAGLE_LENS_Q4_LAYER=0), as before otherwise."""
+    import os
+    before = os.environ.get("EAGLE_LENS_Q4_LAYER")
+    os.environ["EAGLE_LENS_Q4_LAYER"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("EAGLE_LENS_Q4_LAYER", None)
+        else:
+            os.environ["EAGLE_LENS_Q4_LAYER"] = before
+
+
+def _one_call_ms(setup, reps: int) -> float:
+    """The median wall ms of `reps` passes as they run by default (after one warm-up), untimed inside."""
+    import torch
+    walls = []
+    with torch.inference_mode():
+        for i in range(reps + 1):
+            t0 = time.perf_counter()
+            setup.run()
+            wall = time.perf_counter() - t0
+            setup.drop()
+            if i:
+                walls.append(wall)
+    return round(1e3 * sorted(walls)[len(walls) // 2], 3)
+
+
 def pass_split(target, rows=(1,), prefix: int = PREFIX, reps: int = 5) -> dict | None:
     """{"prefix", "rows", "numerics", "reps", "ms": {R: {"whole", "products", "attention", "rest", "python"}},
     "rest_share_profiled": {R: the profiler's share of operators in what is left}, "calls": {R: timed calls of
@@ -197,18 +236,27 @@ def pass_split(target, rows=(1,), prefix: int = PREFIX, reps: int = 5) -> dict |
         s = PassSetup(target, r, prefix)
         with torch.inference_mode():
             s.fill()
-        t = _timed_split(s, reps)
-        share = _profiled_ops_share(s, max(2, reps // 2))
+        # a q4 layer runs as one C++ call (layer_body.q4_layer), inside which nothing can be timed from here: the
+        # split is taken from the same pass run a segment a call (the same bits), and the pass as it runs by
+        # default is timed beside it ("one_call")
+        one_call = _one_call_ms(s, reps) if _runs_one_call(target, r) else None
+        with _segments():
+            t = _timed_split(s, reps)
+            share = _profiled_ops_share(s, max(2, reps // 2))
         left = max(0.0, t["wall"] - t["products"] - t["attention"])
         out[r] = {"whole": 1e3 * t["wall"], "products": 1e3 * t["products"], "attention": 1e3 * t["attention"],
                   "rest": 1e3 * left * share, "python": 1e3 * left * (1 - share)}
+        if one_call is not None:
+            out[r]["one_call"] = one_call
         out[r] = {k: round(v, 3) for k, v in out[r].items()}
         shares[r], calls[r] = round(share, 3), t["calls"]
     return {"prefix": prefix, "rows": list(rows), "reps": reps, "ms": out, "rest_share_profiled": shares,
             "calls": calls,
             "numerics": getattr(target, "numerics", str(target.dtype)), "threads": torch.get_num_threads(),
             "method": "products / attention: perf_counter around each call, the pass of median wall time; rest / "
-                      "Python: what is left, divided as torch.profiler saw operators against the time between them"}
+                      "Python: what is left, divided as torch.profiler saw operators against the time between them; "
+                      "where a layer runs as one C++ call (the q4 layer) the split is of the same pass a segment a "
+                      "call, and one_call the pass as it runs by default (median)"}
 
 
 def llamacpp_pass_split(gguf: str, ours: dict | None = None, rows=None, prefix: int = PREFIX, reps: int = 5,
@@ -245,7 +293,9 @@ def format_pass_split(ours: dict | None, theirs: dict | None = None) -> list[str
         for r, row in sorted(((int(r), v) for r, v in ((rep or {}).get("ms") or {}).items())):
             whole = row["whole"] or 1.0
             lines.append(f"  {label + f', {r} token' + ('s' if r > 1 else ''):<30} whole {row['whole']:7.2f}  "
-                         + "  ".join(f"{p} {row[p]:6.2f} ({100 * row[p] / whole:3.0f}%)" for p in parts))
+                         + "  ".join(f"{p} {row[p]:6.2f} ({100 * row[p] / whole:3.0f}%)" for p in parts)
+                         + (f"  (as it runs, one C++ call a layer: whole {row['one_call']:.2f})"
+                            if row.get("one_call") is not None else ""))
     return lines
 
 
