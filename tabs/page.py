@@ -9,6 +9,7 @@ import traceback
 
 import gradio as gr
 
+from eagle_core.model.cpu_kernels import short_description
 from eagle_core.serving.loading import MODEL
 from eagle_core.serving.rounds import LOOP
 from eagle_core.serving.sessions import SESSIONS
@@ -42,7 +43,8 @@ def model_banner():
                 gr.Timer(active=True))
     t = MODEL.target
     heads = ", ".join(f"{k}: {os.path.basename(str(h.path))}" for k, h in MODEL.heads.items())
-    msg = f"✅ Live: target **{t.name}** on {t.device.type}; heads {heads}."
+    numerics = f" ({short_description(t.kernel_plan)})" if t.device.type == "cpu" and t.kernel_plan else ""
+    msg = f"✅ Live: target **{t.name}** on {t.device.type}{numerics}; heads {heads}."
     if MODEL.notice:
         msg += f"  \n⚠️ {MODEL.notice}"
     return msg, gr.Timer(active=False)

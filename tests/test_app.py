@@ -772,3 +772,17 @@ def test_stop_ends_a_step_waiting_for_the_model(url, slow_cycles, host_pass_s):
         if not job_a.done():
             a.predict(api_name="/stop")
             job_a.result()
+
+
+def test_the_banner_names_the_targets_numerical_model(url, monkeypatch):
+    """The live banner says which numerical model the target's linear layers run on a CPU and why (the kernel
+    plan's words: the 4-bit blocks where they were timed faster, else fp32 and why not the blocks)."""
+    from tabs.page import model_banner
+    target = app.MODEL.target
+    monkeypatch.setattr(target, "kernel_plan", {"layers": 5, "precision": "q4", "mode": "auto",
+                                                "q4_ms": {1: 12.5}, "ms": {1: [40.0, 41.0]}})
+    assert "(the GGUF's own 4-bit blocks (timed faster here: a one-token pass 12.5 ms against 40.0 ms on fp32))" \
+        in model_banner()[0]
+    monkeypatch.setattr(target, "kernel_plan", {"layers": 5, "precision": "fp32", "mode": "auto",
+                                                "q4_refused": "timed slower here (a one-token pass 50.0 ms ...)"})
+    assert "(fp32 linear layers; 4-bit blocks not taken: timed slower here" in model_banner()[0]
