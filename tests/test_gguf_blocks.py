@@ -247,3 +247,108 @@ def test_q4_is_in_the_automatic_plan_by_default_and_a_missing_kernel_is_said(tmp
     plan = target.kernel_plan
     assert plan["precision"] != "q4" and "no c++" in plan["q4_refused"]
     assert "q4 not taken" in K.describe(plan) and "4-bit blocks not taken" in K.short_description(plan)
+
+
+def test_a_build_killed_mid_way_does_not_hold_the_next_one():
+    """A builder killed mid-build leaves torch's lock file behind (a plain file, never removed); the next process
+    must not wait for it forever (it did: a CI run hung in collection until its time ran out). The build comes back
+    and the leftover is gone."""
+    import subprocess
+    import sys
+    G.kernel()
+    leftover = os.path.join(G.build_directory(), "lock")
+    open(leftover, "w").close()
+    code = "from eagle_core.model import gguf_blocks as G; print(G.build().vector_path())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == G.kernel().vector_path() and not os.path.exists(leftover)
+
+
+@pytest.mark.slow
+def test_scalar_fallback_equals_the_vector_kernel():
+    """Each build the CPU can run gives the native build's weights and products bit for bit (the same fma per
+    column, in column order, whatever the path and tile shapes): the scalar code (vector paths turned off) and, on
+    an AVX-512 CPU, the AVX2 path (AVX-512 turned off). Rows 1-40 cover the register and buffered tiles; 70 and
+    109 outputs a panel hanging over N."""
+    native = G.kernel().vector_path()
+    if native == "scalar":
+        pytest.skip("the native build is the scalar one on this CPU (no AVX-512, no AVX2 + FMA + F16C)")
+    variants = {"scalar": ["-mno-avx512f", "-mno-avx2"]}
+    if native == "avx512":
+        variants["avx2"] = ["-mno-avx512f"]
+    builds = {name: G.build(name, flags) for name, flags in variants.items()}
+    assert {name: mod.vector_path() for name, mod in builds.items()} == {name: name for name in builds}
+    rng = np.random.default_rng(0)
+    for kind, (n, k) in [(G.Q4_1, (96, 160)), (G.Q4_1, (109, 96)), (G.Q8_0, (70, 128))]:
+        qtype = gguf.GGMLQuantizationType.Q4_1 if kind == G.Q4_1 else gguf.GGMLQuantizationType.Q8_0
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        blocks = G.Blocks(torch.from_numpy(gguf.quants.quantize(w, qtype)), kind, k, "random")
+        weights = blocks.weights()
+        xs = {rows: torch.randn(rows, k) for rows in (1, 3, 5, 9, 17, 20, 40)}
+        ys = {rows: blocks.linear(x) for rows, x in xs.items()}
+        for name, mod in builds.items():
+            assert torch.equal(mod.block_weights(blocks.packed, kind, n, k), weights), (name, n)
+            for rows, x in xs.items():
+                assert torch.equal(mod.block_linear(x, blocks.packed, kind, n, k, None), ys[rows]), (name, n, rows)
+
+
+def test_layers_that_share_an_input_share_one_call(tiny_gguf, real_tokenizer):
+    """q/k/v and gate/up on the block kernel run as one call over their stacked panels (gguf_blocks.stacked_linear):
+    the same bits as one call per layer, biases added after, the layers' own panels now views of the stack; layers
+    that cannot share a call (rows not a whole number of 64-row groups) are told so (None)."""
+    from eagle_core.model.planned_linear import shared_input_linears
+    model, path = tiny_gguf
+    target = load_target(model=model, tokenizer=real_tokenizer, device="cpu", kernels="q4", gguf_file=path)
+    attn = model.model.layers[0].self_attn
+    mods = (attn.q_proj, attn.k_proj, attn.v_proj)
+    x = torch.randn(1, 5, attn.q_proj.in_features)
+    with torch.inference_mode():
+        alone = [m.gguf_blocks.linear(x, None) for m in mods]
+        together = shared_input_linears(mods, x)
+        assert [t.shape for t in together] == [a.shape for a in alone]
+        assert all(torch.equal(t, a) for t, a in zip(together, alone))
+        stack = mods[0].gguf_blocks._stack[1]
+        assert all(m.gguf_blocks.packed.untyped_storage().data_ptr() == stack.untyped_storage().data_ptr()
+                   for m in mods)
+        bias = torch.randn(attn.k_proj.out_features)
+        b = [m.gguf_blocks for m in mods]
+        with_bias = G.stacked_linear(b, x, [None, bias, None])
+        assert torch.equal(with_bias[1], b[1].linear(x, bias)) and torch.equal(with_bias[0], alone[0])
+        assert target.numerics == "gguf-blocks"
+    rng = np.random.default_rng(1)
+    odd = G.Blocks(torch.from_numpy(gguf.quants.quantize(rng.standard_normal((40, 64)).astype(np.float32),
+                                                         gguf.GGMLQuantizationType.Q4_1)), G.Q4_1, 64, "odd")
+    assert G.stacked_linear([odd, odd], torch.randn(2, 64), [None, None]) is None
+
+
+def test_a_q4_round_of_over_100_rows_is_each_generation_alone(oracle_q4):
+    """Four dynamic trees of 31 rows (124 in the round): the round's passes stay within the probed rows
+    (decoding/batch.probed_passes: 2 passes), so every generation's cycles equal its cycles alone bit for bit on
+    the q4 plan, whose kernel table turns to fp32 above the probed rows."""
+    from eagle_core.decoding.batch import step_together
+    from eagle_core.decoding.engine import DecodeConfig, EagleDecoder
+    target, head = oracle_q4
+    assert target.row_independent
+
+    def new(i):
+        return EagleDecoder(target, head, DecodeConfig(draft="dynamic", depth=6, top_k=6, total_tokens=30,
+                                                       max_new_tokens=24), [1, 100 + i, 7, 300 + i, 11 * i + 5])
+
+    def signature(d):
+        return [(r.new_tokens, [n.token_id for n in r.nodes], [n.p for n in r.nodes]) for r in d.cycles]
+    alone = []
+    for i in range(4):
+        d = new(i)
+        while not d.done:
+            d.step()
+        alone.append(signature(d))
+    decs = [new(i) for i in range(4)]
+    biggest = None
+    while not all(d.done for d in decs):
+        live = [d for d in decs if not d.done]
+        _, info = step_together(live)
+        if biggest is None or info.rows > biggest.rows:
+            biggest = info
+    assert biggest.rows > 100 and biggest.passes >= 2, biggest
+    assert [signature(d) for d in decs] == alone
