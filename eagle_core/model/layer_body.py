@@ -37,7 +37,8 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .attention import MAX_QUERIES, tree_attention_forward
-from .gguf_blocks import cpu_flags
+from .gguf_blocks import cpu_flags, load_extension, stacked
+from .planned_linear import GGUF, PlannedLinear, stock_on
 
 _SOURCE = os.path.join(os.path.dirname(__file__), "layer_body.cpp")
 _GGUF_SOURCE = os.path.join(os.path.dirname(__file__), "gguf_blocks.cpp")
@@ -223,8 +224,6 @@ def q4_products(layer, rows: int):
     """q4_layer's product arguments for a decoder layer whose seven products all run the GGUF block kernel at
     `rows` rows (the kernel plan's tables), without biases, with SwiGLU: (q/k/v packs, kind, splits, o pack, kind,
     out, gate/up packs, kind, splits, down pack, kind, out); else None. The packs are made once per layer."""
-    from .gguf_blocks import stacked
-    from .planned_linear import GGUF, PlannedLinear, stock_on
     attn, mlp = layer.self_attn, layer.mlp
     mods = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
     if stock_on() or not all(isinstance(m, PlannedLinear) and m.gguf_blocks is not None and m.bias is None
@@ -305,7 +304,6 @@ def build(extra_cflags=()):
     """Compile layer_body.cpp (or load its cached build); one builder at a time per build folder (an flock, as
     gguf_blocks.build). extra_cflags: the tests' variants (-DEAGLE_LENS_BROKEN_NORM: a norm equal in exact
     arithmetic and not in bits, which the bit-for-bit tests must see)."""
-    from .gguf_blocks import load_extension
     return load_extension(_build_name(extra_cflags), _SOURCE, _CFLAGS + list(extra_cflags), ["-fopenmp"])
 
 
