@@ -128,19 +128,23 @@ PREFIT_JS = """async () => {
 }"""
 
 
-def settle(page, timeout=8.0):
-    """Wait until the figures stop changing (drawn, and fitted to their box). The page fits one figure at a time
-    and answers between two (views/js/fit.js): a figure waiting its turn looks settled, so the fit queue must be
-    empty too (that wait bounds only a hang: the Paper lab's 20 figures on a phone take ~10 s here)."""
-    page.wait_for_function("() => !window.__elFitQueue || window.__elFitQueue() === 0", timeout=600000)
-    last, t0 = None, time.time()
-    while time.time() - t0 < timeout:
-        page.wait_for_timeout(250)
+def settle(page, quiet_s=1.0, limit_s=120.0):
+    """Wait until the figures stop changing (drawn, and fitted to their box): the fit queue empty and nothing changed
+    for `quiet_s`. The page fits one figure at a time and answers between two (views/js/fit.js): a figure waiting its
+    turn looks settled, so the queue must be empty at every look, not only the first (a tab just opened may queue its
+    figures after that first look; under a loaded CI the Paper lab's 20 figures on a phone took longer than the
+    8 s this once allowed, and were measured half fitted). `limit_s` bounds only a hang."""
+    queue_empty = "() => !window.__elFitQueue || window.__elFitQueue() === 0"
+    t0, last, since = time.time(), None, time.time()
+    while time.time() - t0 < limit_s:
+        page.wait_for_function(queue_empty, timeout=600000)
         sig = page.evaluate(SIGNATURE_JS)
-        if sig == last and page.evaluate("() => !window.__elFitQueue || window.__elFitQueue() === 0"):
+        if sig != last:
+            last, since = sig, time.time()
+        elif time.time() - since >= quiet_s and page.evaluate(queue_empty):
             return
-        last = sig
-    # still moving after `timeout`: measure what is there
+        page.wait_for_timeout(250)
+    # still moving after `limit_s`: measure what is there
 
 
 def measure(page, where, problems, prefit=None):
