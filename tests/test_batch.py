@@ -25,6 +25,13 @@ SESSIONS = [
     (None, dict(draft="vanilla", temperature=0.7, seed=11), [1, 5000, 6]),
     ("oracle", dict(draft="dynamic", depth=4, top_k=4, total_tokens=12, temperature=0.6, seed=8), [1, 42]),
 ]
+# the q4 target's draft ("q8": head and draft LM head as Q8_0 blocks), in a round beside fp32 drafts of the same heads
+Q8_SESSIONS = SESSIONS[:2] + [
+    ("oracle", dict(draft="static", tree="cpu-12", draft_dtype="q8"), [1, 2, 3, 4000]),
+    ("unshifted", dict(draft="chain", depth=3, draft_dtype="q8", temperature=0.9, seed=2), [1, 640, 8]),
+    ("oracle", dict(draft="dynamic", depth=3, top_k=4, total_tokens=10, draft_dtype="q8", temperature=0.7, seed=6),
+     [1, 900]),
+]
 
 
 def _heads(target, head):
@@ -99,6 +106,20 @@ def test_a_round_drafts_every_tree_in_packed_head_forwards(exact, monkeypatch):
     # per head: the catch-up and two expansions (depth 3); the three levels' LM heads are the target's for both
     # EAGLE-1 heads, so all five generations share each
     assert sorted(calls["head"]) == [1, 1, 1, 4, 4, 4] and calls["lm"] == [5, 5, 5]
+
+
+def test_a_round_of_q8_drafts_is_each_generation_alone_bit_for_bit(exact):
+    """q8 drafts (the block kernel, row-independent) packed with each other and with fp32 drafts: every tree, path
+    and q as alone, at T = 0 and T > 0."""
+    target, heads = exact
+    alone = _alone(target, heads, Q8_SESSIONS)
+    decs = _decoders(target, heads, Q8_SESSIONS)
+    _together(decs)
+    assert [d.drafter.kernels for d in decs[2:]] == ["q8"] * 3
+    for a, b, (h, cfg, _) in zip(alone, decs, Q8_SESSIONS):
+        assert b.new_ids == a.new_ids, (h, cfg)
+        assert _signature(b) == _signature(a), (h, cfg)
+    assert sum(len(r.accepted_path) for r in decs[2].cycles) > 10   # the q8 oracle's trees were really accepted
 
 
 def test_prefills_join_the_rounds_pass(exact, monkeypatch):

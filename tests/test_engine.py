@@ -122,6 +122,53 @@ def test_bf16_draft_keeps_identity_and_acceptance(oracle, draft_dtype):
     assert dec.drafter.dtype == (torch.float32 if draft_dtype == "mixed" else torch.bfloat16)
 
 
+def test_q8_draft_keeps_identity_and_runs_the_block_kernel(oracle):
+    """"q8" (a q4 target's default draft): the head's linear layers and the draft LM head as Q8_0 blocks on the
+    GGUF block kernel at every row count; a speed lever that changes only q: output identical to plain decoding, the
+    oracle still accepted, every product of the draft on the blocks (an fp32 fallback would fail here)."""
+    from eagle_core.model import gguf_blocks
+    from eagle_core.model.planned_linear import GGUF, PlannedLinear
+    target, head = oracle
+    for ids in prompts(4, seed=9):
+        ref = run(target, None, ids, draft="vanilla", max_new_tokens=24)
+        dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=24, draft="static", tree="mc_sim_7b_63",
+                                                      draft_dtype="q8"), ids)
+        while not dec.done:
+            dec.step()
+        got = dec.result()
+        assert got.token_ids == ref.token_ids and got.tau > 2.5
+    d = dec.drafter
+    assert d.kernels == "q8" and d.kernels_note is None and d.lm.weight.dtype == torch.float32
+    lins = [m for m in d.head.modules() if isinstance(m, torch.nn.Linear)] + [d.lm]
+    assert len(lins) >= 9
+    changed = 0
+    for m in lins:
+        assert isinstance(m, PlannedLinear) and m.gguf_blocks.kind == gguf_blocks.Q8_0
+        assert {m.kernel_for(r) for r in (1, 7, 81, 300)} == {GGUF}
+        w, got_w = m.weight.detach(), m.gguf_blocks.weights()
+        s = w.abs().reshape(w.shape[0], -1, 32).amax(-1, keepdim=True) / 127     # each block's scale, and fp16's
+        bound = s * 0.5 + 127 * (s - s.half().float()).abs() + 1e-3 * s          # half a step, s's rounding
+        err = (got_w - w).abs().reshape(w.shape[0], -1, 32)
+        assert bool((err <= bound).all())
+        changed += not torch.equal(got_w, w)
+    assert changed >= 3           # quantized, not the fp32 weights (the oracle's zero layers stay zero)
+    assert d.head is not head and head.fc.weight.dtype == torch.float32   # a planned copy: the head untouched
+
+
+def test_q8_of_a_q8_row_is_the_row_itself():
+    """quantize_q8_0 is llama.cpp's quantizer: a weight that is already Q8_0 (the GGUF's tied embedding, which the
+    draft LM head takes its rows from) comes back bit for bit; an fp32 weight does not."""
+    import numpy as np
+    import gguf
+    from eagle_core.model import gguf_blocks
+    w = torch.randn(64, 96, generator=torch.Generator().manual_seed(0))
+    q8 = torch.from_numpy(gguf.quants.dequantize(gguf.quants.quantize(w.numpy(), gguf.GGMLQuantizationType.Q8_0),
+                                                 gguf.GGMLQuantizationType.Q8_0).astype(np.float32))
+    assert torch.equal(gguf_blocks.quantize_q8_0(q8, "test").weights(), q8)
+    assert torch.equal(gguf_blocks.quantize_q8_0(w, "test").weights(), q8)
+    assert not torch.equal(q8, w)
+
+
 def test_unshifted_head_and_records(oracle):
     target, head = oracle
     unshifted = random_head(target, "unshifted")

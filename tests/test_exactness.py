@@ -88,11 +88,11 @@ def exact_law(target, temperature, top_p, top_k) -> dict[tuple, float]:
     return {s: float(law[s]) for s in itertools.product(range(V), repeat=3)}
 
 
-def sample_outputs(target, head, kind, temperature, top_p, top_k, n=N_SAMPLES):
+def sample_outputs(target, head, kind, temperature, top_p, top_k, n=N_SAMPLES, draft_dtype=""):
     counts, accepted, skipped = {}, 0, 0
     for seed in range(n):
         cfg = DecodeConfig(temperature=temperature, top_p=top_p, top_k_sampling=top_k, seed=seed, max_new_tokens=3,
-                           record_topk=0, **KINDS[kind])
+                           record_topk=0, draft_dtype=draft_dtype, **KINDS[kind])
         dec = EagleDecoder(target, head, cfg, PROMPT)
         while not dec.done:
             dec.step()
@@ -174,14 +174,16 @@ def test_output_law_with_bf16_kernels(pair_bf16, kind, temperature, top_p, top_k
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("draft_dtype", ["", "q8"])
 @pytest.mark.parametrize("kind,temperature,top_p,top_k", BF16_GRID,
                          ids=[f"{k}-T{t}-p{p}" for k, t, p, _ in BF16_GRID])
-def test_output_law_with_q4_kernels(pair_q4, kind, temperature, top_p, top_k):
-    """The q4 model (linear layers on the GGUF's blocks) keeps the contract too. Its exact law is enumerated in
+def test_output_law_with_q4_kernels(pair_q4, kind, temperature, top_p, top_k, draft_dtype):
+    """The q4 model (linear layers on the GGUF's blocks) keeps the contract too, drafting in fp32 or as its default
+    draft does ("q8": the head's weights as Q8_0 blocks, another q). Its exact law is enumerated in
     passes of 64 prompts (320 rows: above MAX_VERIFY_ROWS the plan runs packed fp32 on the same dequantized
     weights, which differs from the block kernel by fp32 rounding only, far below what the test can see)."""
     target, head = pair_q4
-    counts, accepted, _ = sample_outputs(target, head, kind, temperature, top_p, top_k)
+    counts, accepted, _ = sample_outputs(target, head, kind, temperature, top_p, top_k, draft_dtype=draft_dtype)
     pvalue, outside = law_check(counts, exact_law(target, temperature, top_p, top_k))
     assert not outside, f"emitted sequences the warped target gives probability 0: {outside}"
     assert pvalue > P_MIN

@@ -62,8 +62,11 @@ def test_greedy_identity_on_embedded_target(smollm):
     heads = _heads(smollm)
     shifted = heads.get("shifted", heads["random"])
     unshifted = heads.get("unshifted", heads["random"])
-    cpu = replace(default_config("cpu"), max_new_tokens=32, record_topk=0)
+    cpu = replace(default_config("cpu", smollm.numerics), max_new_tokens=32, record_topk=0)
+    # the plan's own default draft (q8 beside the block kernels, else mixed), the other one, and fp32 drafts
+    other = "mixed" if cpu.draft_dtype == "q8" else "q8"
     runs = [(shifted, cpu), (shifted, replace(cpu, draft="dynamic", depth=4, top_k=4, total_tokens=12)),
+            (shifted, replace(cpu, draft_dtype=other)),
             (unshifted, replace(cpu, draft="chain", depth=3, draft_vocab=0, draft_dtype=""))]
     for prompt in PROMPTS[:2]:
         ids = smollm.render_prompt(prompt)

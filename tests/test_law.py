@@ -49,7 +49,7 @@ def test_the_test_tells_a_wrong_rule_apart(monkeypatch):
     assert rec.p_value < 1e-6
 
 
-@pytest.mark.parametrize("vocab,dtype", [(0, None), (8192, "mixed")])
+@pytest.mark.parametrize("vocab,dtype", [(0, None), (8192, "mixed"), (8192, "q8")])
 def test_root_dists_are_the_engines_own(real_tokenizer, vocab, dtype):
     """p and q at the root equal what a real cycle of the engine drafts from and verifies against, with the
     session's own drafter: the CPU default drafts over 8192 tokens with a bf16 LM head (q = 0 outside them)."""

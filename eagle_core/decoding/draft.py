@@ -155,14 +155,28 @@ class Drafter:
     """Runs the head over committed entries and grows one tree per cycle."""
 
     def __init__(self, head, target, spec: DraftSpec, max_len: int, draft_vocab: torch.Tensor | None = None,
-                 dtype: torch.dtype | None = None, lm_dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, lm_dtype: torch.dtype | None = None, kernels: str | None = None):
         """dtype: the head's (default its weights'); lm_dtype: the draft LM head's (default dtype): "mixed" on
         a CPU is an fp32 head and a bf16 LM head, the head's many small ops cheaper in fp32, the LM head's weight
-        bytes halved."""
+        bytes halved. kernels="q8" (a CPU head in fp32): the head's and the draft LM head's weights as Q8_0 blocks
+        on the GGUF block kernel (cpu_kernels.py), row-independent at every row count; where that kernel is not
+        built here the draft keeps the plan below and `kernels_note` says why."""
         self.dtype = dtype or head.fc.weight.dtype
+        cpu = head.fc.weight.device.type == "cpu"
         # where the target's plan is row-independent the draft's is too, so that a round's packed drafting
         # (draft_calls.py) gives each tree the bits it gets alone
-        mode = "exact" if head.fc.weight.device.type == "cpu" and getattr(target, "row_independent", False) else None
+        mode = "exact" if cpu and getattr(target, "row_independent", False) else None
+        self.kernels_note = None
+        if kernels == "q8" and cpu and self.dtype == torch.float32 and (lm_dtype or self.dtype) == torch.float32:
+            from ..model import gguf_blocks
+            why = gguf_blocks.why_unavailable()
+            if why is None:
+                mode = "q8"
+            else:
+                self.kernels_note = f"q8 drafting not available: {why}"
+        elif kernels == "q8":
+            self.kernels_note = "q8 drafting needs an fp32 head on a CPU"
+        self.kernels = mode
         head = head_in_dtype(head, self.dtype, mode)
         self.head, self.target, self.spec = head, target, spec
         self.cache = head.new_cache(max_len + spec.max_head_entries + 8)

@@ -59,7 +59,8 @@ class DecodeConfig:
     record_topk: int = 5             # per-node distributions kept in the records (0 = lean records)
     draft_vocab: int = 0             # draft LM head over the K most frequent tokens (0 = full vocabulary)
     draft_dtype: str = ""            # "" = the target's; "bfloat16" halves the draft's weight reads on a CPU;
-                                     # "mixed": an fp32 head and a bf16 draft LM head (the CPU default)
+                                     # "mixed": an fp32 head and a bf16 draft LM head (the CPU default);
+                                     # "q8": the head and draft LM head as Q8_0 blocks (a q4 target's default)
 
     def spec(self) -> DraftSpec:
         if self.draft not in ("chain", "static", "dynamic", "vanilla"):
@@ -443,6 +444,8 @@ def new_drafter(target, head, cfg: DecodeConfig, spec: DraftSpec, max_len: int) 
     vocab = load_draft_vocab(cfg.draft_vocab, target.tokenizer) if cfg.draft_vocab else None
     if cfg.draft_dtype == "mixed":
         return Drafter(head, target, spec, max_len, vocab, torch.float32, torch.bfloat16)
+    if cfg.draft_dtype == "q8":
+        return Drafter(head, target, spec, max_len, vocab, torch.float32, torch.float32, kernels="q8")
     ddt = pick_dtype(target.device, cfg.draft_dtype) if cfg.draft_dtype else None
     return Drafter(head, target, spec, max_len, vocab, ddt)
 
@@ -465,9 +468,13 @@ def default_config(device_type: str = "cpu", numerics: str | None = None) -> Dec
         # to the shipped head's measured acceptance and timed cycles (assets/trees/smollm2-cpu.json; on the block
         # kernels, whose passes grow dearer per token, smollm2-cpu-q4.json), else cpu-4;
         # the draft LM head over 8192 tokens in bf16 cuts drafting ~3x and an fp32 head is faster than a bf16 one
-        # ("mixed", draft.py); drafting precision changes q only, the output stays exact
-        fitted = "smollm2-cpu-q4" if numerics == "gguf-blocks" else "smollm2-cpu"
-        tree = next((t for t in (fitted, "smollm2-cpu") if t in tree_presets()), "cpu-4")
+        # ("mixed", draft.py); beside a target on the block kernels the draft runs them too, on Q8_0 copies of its
+        # weights ("q8": no oneDNN call overhead on its one-row products, docs/benchmarks.md); drafting precision
+        # changes q only, the output stays exact
+        blocks = numerics == "gguf-blocks"
+        tree = next((t for t in ("smollm2-cpu-q4" if blocks else "smollm2-cpu", "smollm2-cpu") if t in tree_presets()),
+                    "cpu-4")
         # draft="dynamic" (EAGLE-2) takes the settings bench/dynamic_fit.py measured fastest here, when fitted
-        return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="mixed", **fitted_dynamic())
+        return DecodeConfig(draft="static", tree=tree, draft_vocab=8192, draft_dtype="q8" if blocks else "mixed",
+                            **fitted_dynamic())
     return DecodeConfig(draft="dynamic", depth=6, top_k=10, total_tokens=60)

@@ -57,6 +57,14 @@ probed like the others. Forced by kernels="q4"; timed against fp32/bf16 in the a
 blocks (target.Q4_IN_AUTO, on by default) and taken where its passes are faster (kernel_timing.choose_q4); where it
 is not taken, plan["q4_refused"] says why (timed slower, no kernel built, row-dependent).
 
+A fourth, for the draft only: "q8" (plan_kernels(mode="q8"), what a q4 target's drafter runs: engine.new_drafter).
+The head's linear layers and the draft LM head are quantized at load to Q8_0 blocks (gguf_blocks.quantize_q8_0,
+llama.cpp's quantizer; the draft LM head's rows come out as the target's own Q8_0 rows, bit for bit) and run on the
+block kernel at every row count: row-independent by construction like the target's blocks, a quarter of the fp32
+bytes, and no oneDNN call overhead, which dominates the head's one-row products. It changes the draft's q only (a
+slightly different head), so the output stays exact; where the kernel cannot be built the draft keeps the plan it
+had (plan["q8_refused"] says why).
+
 `plan_kernels` times whole passes at load (~2 s for SmolLM2): bf16 is chosen when its one-token pass is no
 slower than fp32's (within 5%) and its passes over all probed row counts cost less in sum; a CPU without fast
 bf16 (AVX2-only AMD EPYC, say) keeps fp32. EAGLE_LENS_CPU_KERNELS=auto|fp32|bf16|plain|packed|exact|q4 forces one
@@ -82,7 +90,8 @@ __all__ = ["BF16", "GGUF", "KERNEL_NAMES", "MAX_TABLE", "PACKED", "PLAIN", "ROWW
            "kernel_tables", "bf16_kernels_available", "choice_table", "choose_precision", "time_model",
            "short_description"]
 
-MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")
+MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")   # a target's (EAGLE_LENS_CPU_KERNELS)
+DRAFT_MODES = ("q8",)   # a draft's only: its own weights quantized, never a target's numerical model
 
 
 def kernel_mode() -> str:
@@ -205,9 +214,30 @@ def _q4_possible(groups: list[_Group], mode: str, plan: dict, known: dict) -> bo
     return True
 
 
+def _attach_q8(model, plan: dict) -> bool:
+    """Give every fp32 linear layer of a draft module (whose input width is whole Q8_0 blocks) its weight as Q8_0
+    blocks (`gguf_blocks`), once; False, with plan["q8_refused"], where the block kernel is not built here."""
+    from . import gguf_blocks
+    why = gguf_blocks.why_unavailable()
+    if why:
+        plan["q8_refused"] = why
+        return False
+    n = 0
+    for mod in model.modules():
+        if (packable(mod) and mod.weight.dtype == torch.float32 and mod.in_features % gguf_blocks.BLOCK == 0
+                and getattr(mod, "gguf_blocks", None) is None):
+            mod.gguf_blocks = gguf_blocks.quantize_q8_0(mod.weight, "Q8_0 of the draft's fp32 weight")
+            n += 1
+        elif getattr(mod, "gguf_blocks", None) is not None:
+            n += 1
+    if not n:
+        plan["q8_refused"] = "no layer's input width is a whole number of 32-weight blocks"
+    return n > 0
+
+
 def _start_kernel(g: _Group, mode: str, bf16_ok: bool) -> int:
     """The one kernel a group runs before (or instead of) timing."""
-    k = {"plain": PLAIN, "packed": PACKED, "exact": PACKED, "q4": PACKED,
+    k = {"plain": PLAIN, "packed": PACKED, "exact": PACKED, "q4": PACKED, "q8": PACKED,
          "bf16": BF16 if bf16_ok else PACKED}.get(mode, PLAIN)
     if k == BF16 and (g.fp32_only or g.mods[0].weight.dtype != torch.float32):
         k = PACKED
@@ -339,6 +369,7 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
         plan["mode"] = "plain (oneDNN unavailable)"
         return plan
     t0 = time.perf_counter()
+    q8_ok = mode == "q8" and _attach_q8(model, plan)
     want_bf16 = mode == "bf16" or (mode == "auto" and run is not None)
     groups = _groups(model, want_bf16, {id(m) for m in fp32_only}, batch_hint)
     probed: dict = {}   # row-probe results of this plan's products (each probed once)
@@ -356,8 +387,12 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
     for g in groups:
         g.fill([_start_kernel(g, mode, bf16_ok)] * MAX_TABLE)
     plan["layers"] = sum(len(g.mods) for g in groups)
-    if mode == "exact":
+    if mode == "exact" or (mode == "q8" and not q8_ok):
         _exact_tables(groups, plan, probed)
+    elif mode == "q8":   # every layer with blocks on them at every row count; one without (an odd width): exact
+        for g in _q4_groups(groups):
+            g.fill([GGUF] * MAX_TABLE)
+        _exact_tables([g for g in groups if g.mods[0].gguf_blocks is None], plan, probed)
     elif mode == "q4" and q4_ok:
         for g in _q4_groups(groups):
             g.fill(_q4_table([PACKED] * MAX_TABLE))
@@ -366,7 +401,7 @@ def plan_kernels(model: torch.nn.Module, mode: str | None = None, batch_hint: in
             _time_precision(run, rows_list, groups, plan, bf16_ok, mode == "auto", q4_ok and mode == "auto")
         else:
             _time_layers(groups, rows_list, plan)
-    plan["precision"] = ("q4" if any(GGUF in g.table for g in groups) else
+    plan["precision"] = (("q8" if mode == "q8" else "q4") if any(GGUF in g.table for g in groups) else
                          "bf16" if any(BF16 in g.table for g in groups) else "fp32")
     _free_unused(groups)
     firsts = [next((r for r in range(1, MAX_TABLE) if g.table[r] == PACKED), None) for g in groups]
@@ -438,6 +473,8 @@ def describe(plan: dict | None) -> str:
         rows = plan.get("rowwise") or []
         return ("oneDNN-packed fp32 linear kernels everywhere" + (f", every row its own product in {', '.join(rows)}"
                                                                    if rows else "") + " (forced: exact)" + exact)
+    if plan.get("precision") == "q8":
+        return "the draft's weights as Q8_0 blocks on the GGUF block kernel at every row count (fp32 arithmetic)" + exact
     if plan.get("precision") == "q4":
         g = plan.get("gguf") or {}
         types = ", ".join(f"{n} {t}" for t, n in sorted(g.get("types", {}).items()))

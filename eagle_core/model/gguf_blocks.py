@@ -176,6 +176,17 @@ class Blocks:
         return kernel().block_weights(self.packed, self.kind, self.out_features, self.in_features)
 
 
+def quantize_q8_0(weight: torch.Tensor, source: str) -> Blocks:
+    """Q8_0 blocks of an fp32 weight [out, in] (in a multiple of 32), by llama.cpp's own quantizer as gguf-py
+    carries it (gguf.quants: d = max|w| / 127 per block of 32, stored fp16, q = round(w / d)): the draft's "q8"
+    kernels (cpu_kernels.py). A row that already is Q8_0 (the GGUF's tied embedding, so the target's LM head)
+    quantizes to itself: its largest quant is 127, so d comes back exactly and every q with it."""
+    import gguf
+    w = weight.detach().to(torch.float32).contiguous().numpy()
+    raw = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q8_0)
+    return Blocks(torch.from_numpy(np.ascontiguousarray(raw)), Q8_0, w.shape[1], source)
+
+
 def stacked_linear(blocks: list[Blocks], x: torch.Tensor, biases) -> list[torch.Tensor] | None:
     """[b.linear(x, bias) for each layer] as ONE kernel call, for layers that read one input (q/k/v; gate/up): one
     fork of the threads instead of several, and the small k/v products' groups shared out with the rest. The layers'
