@@ -31,10 +31,12 @@ class Counting:
 
         def call(*args):
             self.calls[name] += 1
-            if name in ("attend", "q4_layer"):   # (q4_layer: the layer's products and attend's arguments)
-                at = 11 if name == "attend" else 26
-                self.calls.update(f"case {c}" for c in args[at])
-                self.calls["gqa" if args[at + 2] else "no gqa"] += 1
+            if name in ("attend", "q4_layer", "q4_layers"):   # (the products, then attend's arguments)
+                at = {"attend": 11, "q4_layer": 26, "q4_layers": 13}[name]
+                times = len(args[4]) // 2 if name == "q4_layers" else 1    # q4_layers: every layer's attend
+                for _ in range(times):
+                    self.calls.update(f"case {c}" for c in args[at])
+                    self.calls["gqa" if args[at + 2] else "no gqa"] += 1
             return fn(*args)
         return call
 
@@ -104,9 +106,13 @@ def _equal(ours, theirs):
         assert torch.equal(a, b), (j, float((a - b).abs().max()))
 
 
-@pytest.mark.parametrize("kernels", ["fp32", "plain", "exact", "q4"])
+@pytest.mark.parametrize("kernels", ["fp32", "plain", "exact", "q4", "q4-layer-by-layer"])
 def test_native_body_equals_python_and_transformers_bit_for_bit(real_tokenizer, kernels, tmp_path, counted,
                                                                 monkeypatch):
+    by_layer = kernels == "q4-layer-by-layer"    # q4_layer a call per layer (q4_layers declines: EAGLE-3's aux
+    kernels = "q4" if by_layer else kernels      # layers, unstacked products), not every layer in one call
+    if by_layer:
+        monkeypatch.setattr(layer_body.NativeBody, "q4_layers", lambda self, *a: None)
     target = _target(real_tokenizer, kernels, tmp_path)
     python = _passes(target, "python", monkeypatch)
     assert not counted
@@ -116,9 +122,11 @@ def test_native_body_equals_python_and_transformers_bit_for_bit(real_tokenizer, 
     _equal(ours, theirs)
     layers = 3
     # every layer's norms and SwiGLU in C++; attention in C++ for the steps and the trees (not the prefills); on the
-    # q4 plan those five passes run each layer as one call (q4_layer: products, attention, norms, SwiGLU)
+    # q4 plan those five passes run each layer as one call (q4_layer: products, attention, norms, SwiGLU), and all
+    # of a pass's layers as one call (q4_layers: q4_layer after q4_layer)
     whole = 5 if kernels == "q4" else 0
-    assert counted["q4_layer"] == layers * whole
+    assert counted["q4_layer"] == (layers * whole if by_layer else 0)
+    assert counted["q4_layers"] == (0 if by_layer else whole)
     assert counted["residual_norm"] == 2 * layers * (7 - whole) and counted["swiglu"] == layers * (7 - whole)
     assert counted["attend"] == layers * (5 - whole)
     if target.row_independent:      # a float64 cache
@@ -157,8 +165,8 @@ def test_a_packed_pass_is_the_same_bits_in_either_body(real_tokenizer, kernels, 
     python = run("0")
     assert not counted["attend"]
     _equal(run("1"), python)
-    # one call per layer for the three sessions: their attention, or on the q4 plan the whole layer
-    assert counted["q4_layer" if kernels == "q4" else "attend"] == 3
+    # one call per layer for the three sessions: their attention; on the q4 plan one call for the whole pass
+    assert counted["q4_layers" if kernels == "q4" else "attend"] == (1 if kernels == "q4" else 3)
 
 
 @pytest.mark.parametrize("kernels,temperature", [("fp32", 0.0), ("exact", 0.8)])

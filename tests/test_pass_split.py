@@ -144,4 +144,4 @@ def test_a_q4_layer_run_as_one_call_is_split_a_segment_a_call(real_tokenizer, tm
     ms = split["ms"][1]
     assert split["calls"][1] == {"products": 4 * 2 + 1, "attention": 2}, split["calls"][1]
     assert ms["one_call"] > 0 and ms["products"] > 0 and ms["attention"] > 0
-    assert any("one C++ call a layer" in line for line in ps.format_pass_split(split))
+    assert any("every layer in one C++ call" in line for line in ps.format_pass_split(split))

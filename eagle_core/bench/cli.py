@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--depth", type=int, default=None, help="chain / dynamic depth")
     ap.add_argument("--top-k", type=int, default=None, help="dynamic tree: nodes expanded per level")
     ap.add_argument("--total-tokens", type=int, default=None, help="dynamic tree: drafted tokens kept")
+    ap.add_argument("--draft-dtype", default=None, choices=["q8", "mixed", "bfloat16", "float32"],
+                    help="the eagle methods' draft precision (default: the device's and kernel plan's: q8 beside "
+                         "the GGUF block kernels, else mixed on a CPU)")
     ap.add_argument("--prompt-lookup-tokens", type=int, default=10, help="hf-prompt-lookup: tokens per lookup")
     ap.add_argument("--vllm-k", type=int, default=2,
                     help="vllm-eagle(3): drafted tokens per cycle (vLLM's num_speculative_tokens, a chain)")
@@ -116,8 +119,8 @@ def _base_config(args, target, methods):
     before any head is loaded."""
     from ..decoding.engine import default_config
     base = default_config(target.device.type, getattr(target, "numerics", None))
-    for name in ("tree", "depth", "top_k", "total_tokens"):
-        v = getattr(args, name)
+    for name in ("tree", "depth", "top_k", "total_tokens", "draft_dtype"):
+        v = getattr(args, name, None)
         if v is not None:
             setattr(base, name, v)
     for m in methods:

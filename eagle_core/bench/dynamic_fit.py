@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     except (BenchError, TargetLoadError, HeadLoadError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    base = default_config(target.device.type)
+    base = default_config(target.device.type, target.numerics)   # the plan's own draft (q8 beside the blocks)
     t0 = time.time()
     measure(target, head, prompts[:1], 4, 4, 8, 16, base)     # warm-up: caches, kernels
     rows = {}

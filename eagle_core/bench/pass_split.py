@@ -236,7 +236,7 @@ def pass_split(target, rows=(1,), prefix: int = PREFIX, reps: int = 5) -> dict |
         s = PassSetup(target, r, prefix)
         with torch.inference_mode():
             s.fill()
-        # a q4 layer runs as one C++ call (layer_body.q4_layer), inside which nothing can be timed from here: the
+        # a q4 pass runs as one C++ call (layer_body.q4_layers), inside which nothing can be timed from here: the
         # split is taken from the same pass run a segment a call (the same bits), and the pass as it runs by
         # default is timed beside it ("one_call")
         one_call = _one_call_ms(s, reps) if _runs_one_call(target, r) else None
@@ -294,7 +294,7 @@ def format_pass_split(ours: dict | None, theirs: dict | None = None) -> list[str
             whole = row["whole"] or 1.0
             lines.append(f"  {label + f', {r} token' + ('s' if r > 1 else ''):<30} whole {row['whole']:7.2f}  "
                          + "  ".join(f"{p} {row[p]:6.2f} ({100 * row[p] / whole:3.0f}%)" for p in parts)
-                         + (f"  (as it runs, one C++ call a layer: whole {row['one_call']:.2f})"
+                         + (f"  (as it runs, every layer in one C++ call: whole {row['one_call']:.2f})"
                             if row.get("one_call") is not None else ""))
     return lines
 

@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     except (BenchError, TargetLoadError, HeadLoadError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    base = default_config(target.device.type)
+    base = default_config(target.device.type, target.numerics)   # the plan's own draft (q8 beside the blocks)
     t0 = time.time()
     paths = rank_paths(args, target, head, prompts, base)
     rows = [candidate(args, target, head, prompts, base, paths, n) for n in sizes]

@@ -142,7 +142,12 @@ def kv_cache_dtype(target) -> torch.dtype | None:
 def keep_cache_entries(cache: DynamicCache, start: int, keep: torch.Tensor):
     """After verification: move the entries at absolute positions `keep` to start.. and drop the rest."""
     end = start + keep.numel()
+    # entries already where they go (a step, a chain's accepted prefix, a path of first children): nothing to move
+    in_place = bool((keep == torch.arange(start, end, device=keep.device)).all())
     for layer in cache.layers:
+        if in_place:
+            layer.keys, layer.values = layer.keys[:, :, :end], layer.values[:, :, :end]
+            continue
         layer.keys[:, :, start:end] = layer.keys.index_select(2, keep)
         layer.values[:, :, start:end] = layer.values.index_select(2, keep)
         layer.keys = layer.keys[:, :, :end]

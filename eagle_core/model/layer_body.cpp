@@ -441,6 +441,42 @@ std::vector<at::Tensor> q4_layer(const at::Tensor& h_in, const at::Tensor& x_in,
   return result;
 }
 
+// Every decoder layer of a pass as ONE call, for a model whose every layer q4_layer takes with its q/k/v and
+// gate/up products stacked (gguf_blocks.stacked): q4_layer for layer 0, 1, ... in order, each on the previous one's
+// (h, x), the same calls with the same arguments as the Python loop makes one layer at a time, so the same bits.
+// Per layer l: weights[6l..6l+5] = q/k/v pack, o pack, gate/up pack, down pack, post-attention norm weight, the next
+// norm's weight (the next layer's input norm, or the final norm); shapes[11l..11l+10] = q/k/v kind, q, k, v outputs,
+// o kind, o outputs, gate/up kind, gate, up outputs, down kind, down outputs; eps[2l], eps[2l+1] the two norms';
+// kbufs, vbufs, starts: [l * parts + j] for part j. bounds, masks, cases: every layer's (one per part).
+// Returns [h, x]; layer l's cache views are its buffers' first starts[l * parts + j] + rows entries (the caller's).
+std::vector<at::Tensor> q4_layers(const at::Tensor& h_in, const at::Tensor& x_in, const std::vector<at::Tensor>& weights,
+                                  const std::vector<int64_t>& shapes, const std::vector<double>& eps,
+                                  const at::Tensor& cos, const at::Tensor& sin, int64_t head_dim,
+                                  const std::vector<int64_t>& bounds, const std::vector<at::Tensor>& kbufs,
+                                  const std::vector<at::Tensor>& vbufs, const std::vector<int64_t>& starts,
+                                  const std::vector<at::Tensor>& masks, const std::vector<int64_t>& cases,
+                                  double scaling, bool gqa) {
+  const size_t layers = eps.size() / 2, parts = masks.size();
+  TORCH_CHECK(weights.size() == 6 * layers && shapes.size() == 11 * layers && kbufs.size() == layers * parts &&
+                  vbufs.size() == layers * parts && starts.size() == layers * parts,
+              "layer_body.q4_layers: six weights, eleven shapes, two eps per layer; a buffer pair and start per "
+              "layer and part");
+  at::Tensor h = h_in, x = x_in;
+  for (size_t l = 0; l < layers; ++l) {
+    const int64_t* sh = shapes.data() + 11 * l;
+    const at::Tensor* w = weights.data() + 6 * l;
+    const auto from = static_cast<std::ptrdiff_t>(l * parts), to = static_cast<std::ptrdiff_t>((l + 1) * parts);
+    std::vector<at::Tensor> kb(kbufs.begin() + from, kbufs.begin() + to), vb(vbufs.begin() + from, vbufs.begin() + to);
+    std::vector<int64_t> st(starts.begin() + from, starts.begin() + to);
+    auto got = q4_layer(h, x, {w[0]}, sh[0], {sh[1], sh[2], sh[3]}, w[1], sh[4], sh[5], {w[2]}, sh[6], {sh[7], sh[8]},
+                        w[3], sh[9], sh[10], w[4], eps[2 * l], w[5], eps[2 * l + 1], cos, sin, head_dim, bounds, kb, vb,
+                        st, masks, cases, scaling, gqa);
+    h = got[0];
+    x = got[1];
+  }
+  return {h, x};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -450,4 +486,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("swiglu", &swiglu, "silu(gate) * up", release());
   m.def("attend", &attend, "rotary, cache append and attention per part", release());
   m.def("q4_layer", &q4_layer, "one decoder layer on the GGUF block kernel, as the C++ body's segments", release());
+  m.def("q4_layers", &q4_layers, "every decoder layer of a pass, q4_layer after q4_layer", release());
 }

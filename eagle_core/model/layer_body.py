@@ -87,6 +87,10 @@ class PythonBody:
         return None   # the segments, one by one (NativeBody runs a whole q4 layer as one call)
 
     @staticmethod
+    def q4_layers(layers, h, x, final_norm, cos, sin, caches, masks, bounds, attention):
+        return None   # layer by layer (NativeBody runs every q4 layer of a pass as one call)
+
+    @staticmethod
     def attend(attn, i, q, k, v, cos, sin, caches, masks, bounds, attention):
         """Layer i's attention output [B, n, heads * head_dim] (o_proj's input) from its q, k, v products [B, n, *]:
         rotary, then each part (rows [a, b) of the pass) over its own cache (appended) under its own mask."""
@@ -218,6 +222,88 @@ class NativeBody(PythonBody):
                                 after.variance_epsilon, cos, sin, *args[1])
         self._keep_views(args[0], got, 2)
         return got[0], got[1]
+
+    def q4_layers(self, layers, h, x, final_norm, cos, sin, caches, masks, bounds, attention):
+        """Every layer of the pass as ONE call (layer_body.cpp's q4_layers: q4_layer after q4_layer) where each
+        would run q4_layer with stacked products and every part's cache is the engine's in every layer; else None
+        (the loop goes layer by layer). Returns (h, x) after the last layer, its caches' views updated."""
+        if not q4_layer_enabled() or stock_on() or not len(layers):
+            return None
+        rows = x.numel() // x.shape[-1]
+        model = getattr(layers[0], "_eagle_q4_model", None)   # kept on layer 0 (a pass slices the ModuleList anew)
+        if model is None or model.final_norm is not final_norm or model.n != len(layers) or not model.valid(rows):
+            model = _Q4Model(layers, final_norm)
+            model.final_norm, model.n = final_norm, len(layers)
+            layers[0]._eagle_q4_model = model
+            if not model.valid(rows):
+                return None
+        if model.guard is not None:
+            model.guard.check()     # the plan's row probe at this thread count (as each product's call checks)
+        attn = layers[0].self_attn
+        kbufs, vbufs, starts, views = [], [], [], []
+        flat, ms, cases, dtypes = [], [], [], []
+        for cache, mask, (a, b) in zip(caches, masks, bounds):
+            first = _preallocated(cache, 0)
+            if first is None:
+                return None
+            case = attention_case(attention, attn, b - a, first._k.dtype, x, mask)
+            if case is None:
+                return None
+            dtypes.append(first._k.dtype)   # every layer's cache in it (one case per part for all layers)
+            flat += (a, b)
+            ms.append(_NO_MASK if mask is None else mask)
+            cases.append(case)
+        for i in range(len(layers)):
+            for cache, (a, b), dtype in zip(caches, bounds, dtypes):
+                layer = _preallocated(cache, i)
+                if layer is None or layer._k.dtype != dtype:
+                    return None
+                start = layer.keys.shape[-2]
+                if start + b - a > layer.capacity:   # (a full cache: the Python body raises)
+                    return None
+                kbufs.append(layer._k)
+                vbufs.append(layer._v)
+                starts.append(start)
+                views.append((layer, start + b - a))
+        got = self.mod.q4_layers(h, x, model.weights, model.shapes, model.eps, cos, sin, attn.head_dim, flat, kbufs,
+                                 vbufs, starts, ms, cases, attn.scaling, getattr(attn, "num_key_value_groups", 1) > 1)
+        for layer, end in views:   # what attend returns as a cache's new views: its buffers' first `end` entries
+            layer.keys, layer.values = layer._k[:, :, :end], layer._v[:, :, :end]
+        return got[0], got[1]
+
+
+class _Q4Model:
+    """q4_layers' per-layer arguments for a stack of layers, made once: every layer's seven products on GGUF blocks
+    with q/k/v and gate/up stacked (q4_products), SwiGLU. `valid(rows)` says, in one loop over plain attributes,
+    whether they still hold for a pass of `rows` rows (the plan's tables and the blocks are the ones they were
+    made from: a replan, a set_kernel or a dtype change between passes makes them stale)."""
+
+    def __init__(self, layers, final_norm):
+        self.weights, self.shapes, self.eps, self.mods, self.blocks = [], [], [], [], []
+        self.ok = True
+        for i, layer in enumerate(layers):
+            products = q4_products(layer, 1)
+            if products is None or len(products[0]) != 1 or len(products[6]) != 1:
+                self.ok = False      # a layer off the blocks at one row, or products not stacked: layer by layer
+                return
+            qkv, qkv_kind, qkv_out, o, o_kind, o_out, gu, gu_kind, gu_out, d, d_kind, d_out = products
+            post = layer.post_attention_layernorm
+            after = layers[i + 1].input_layernorm if i + 1 < len(layers) else final_norm
+            self.weights += [qkv[0], o, gu[0], d, post.weight, after.weight]
+            self.shapes += [qkv_kind, *qkv_out, o_kind, o_out, gu_kind, *gu_out, d_kind, d_out]
+            self.eps += [post.variance_epsilon, after.variance_epsilon]
+            attn, mlp = layer.self_attn, layer.mlp
+            mods = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+            self.mods += mods
+            self.blocks += [m.gguf_blocks for m in mods]
+        self.guard = self.mods[0].guard if self.mods else None
+
+    def valid(self, rows: int) -> bool:
+        for m, b in zip(self.mods, self.blocks):
+            t = m.table
+            if m.gguf_blocks is not b or t[rows if rows < len(t) else -1] != GGUF:
+                return False
+        return self.ok and bool(self.mods)
 
 
 def q4_products(layer, rows: int):

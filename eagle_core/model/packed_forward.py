@@ -79,6 +79,11 @@ def packed_llama_forward(model, parts: list[Part], aux_layers=()) -> list:
     caches = [p.cache for p in parts]
     aux = {}
     x = body.rms_norm(h, layers[0].input_layernorm) if len(layers) else None
+    whole = None if aux_layers else body.q4_layers(layers, h, x, inner.norm, cos, sin, caches, masks, bounds,
+                                                   attention)
+    if whole is not None:         # every layer as below with one C++ call each, all of them in one call
+        h, x = whole
+        layers = layers[:0]
     for i, layer in enumerate(layers):
         if i in aux_layers:
             aux[i] = h
@@ -94,7 +99,7 @@ def packed_llama_forward(model, parts: list[Part], aux_layers=()) -> list:
         mlp = layer.mlp
         gate, up = shared_input_linears((mlp.gate_proj, mlp.up_proj), x)
         h, x = body.residual_norm(h, mlp.down_proj.forward(body.swiglu(mlp.act_fn, gate, up)), after)
-    out = x if len(layers) else body.rms_norm(h, inner.norm)
+    out = x if (len(layers) or whole is not None) else body.rms_norm(h, inner.norm)
     aux[cfg.num_hidden_layers] = out              # hidden_states[L] is the final, normed state
     if len(parts) == 1:
         return [(out, [aux[j] for j in aux_layers]) if aux_layers else out]
