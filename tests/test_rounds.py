@@ -224,6 +224,27 @@ def test_a_class_arriving_at_once_reads_its_prompts_a_few_a_round(pair):
     assert all(len(d.cycles) == 1 for d in decs) and len(going.cycles) == 2
 
 
+def test_short_prompts_are_read_before_a_long_one_queued_first(pair):
+    """The prompt budget goes to the prompts with the fewest tokens left to read: a long prompt queued first does not
+    hold the class's short ones for its chunks (its own chunks follow), and a generation already decoding is never
+    held for either."""
+    target, head = pair
+    loop = rounds.RoundLoop(round_max=8, prefill_rows=10)
+    going = _new(target, head, 9, dict(draft="chain", depth=2))
+    going.step()
+    long = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2),
+                        [1] + list(range(400, 424)))                       # 25 tokens: three chunks of 10
+    short = [_new(target, head, i, dict(draft="chain", depth=2)) for i in range(2)]   # 4 tokens each
+    with loop.cv:
+        reqs = [loop.submit(long)] + [loop.submit(d) for d in short] + [loop.submit(going)]
+        batch = loop._select(loop.queue)
+    assert [r.decoder for r in batch] == [going, short[0], short[1], long]
+    assert [r.prompt_rows for r in batch] == [None, 4, 4, 2]          # the long prompt takes what is left
+    with loop.cv:
+        loop.queue.clear()
+    del reqs
+
+
 def _solo(target, head, cfgs, n=16):
     out = []
     for i, cfg in enumerate(cfgs):

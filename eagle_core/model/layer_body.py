@@ -21,6 +21,9 @@ for parts whose cache layer is the engine's PreallocatedLayer (appended in place
 tree_attention_forward's / sdpa_attention_forward's cases it mirrors (a float64 cache's small-query path; the small
 path under a float mask; SDPA for one unmasked token); any other pass (a prefill, another cache, eager attention)
 takes the Python body's attention for that layer. tests/test_layer_body.py compares the two bit for bit.
+On the q4 plan a layer whose seven products all run the GGUF block kernel is one call (`q4_layer`: the segments
+above in C++, the kernel compiled in), and a pass whose every layer is, with its products stacked and every cache
+the engine's, is one call for all its layers (`q4_layers`): the same calls in the same order, so the same bits.
 
 The extension is built with torch.utils.cpp_extension by setup.sh (`python -m eagle_core.model.layer_body`), else at
 first use, and cached beside the GGUF block kernel (gguf_blocks.build_directory). Where it cannot be built, the

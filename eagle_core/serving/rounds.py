@@ -36,10 +36,12 @@ JOBS_PER_ROUND = 2      # other pieces of model work per round at most ("How can
 # stepping in one round instead of splitting into two half-rounds that each cost nearly a full pass.
 GATHER_S = 0.025
 # New generations' prompts read in one round, in prompt tokens at most: a pass costs about its rows on the CPU
-# (thirty prompts of ~37 tokens took 4.1 s in one pass), so a class arriving at once is served ~8 prompts a round,
-# first come first served, and a prompt longer than this is read in chunks over several rounds (as vLLM's chunked
-# prefill): the generations already decoding are never held for seconds behind a prompt.
-PREFILL_ROWS = 320
+# (thirty prompts of ~37 tokens took 4.1 s in one pass), so a class arriving at once is served a few prompts a
+# round, the shortest left to read first, and a prompt longer than this is read in chunks over several rounds (as
+# vLLM's chunked prefill): the generations already decoding are never held for seconds behind a prompt. 128, not
+# 320: with five 730-token prompts among thirty students a round of 320 prompt rows cost ~1.7 s of fp32 rows, and
+# every Step waited for about two such rounds (scripts/load_test.py, docs/app.md).
+PREFILL_ROWS = 128
 
 
 @dataclasses.dataclass(eq=False)
@@ -130,11 +132,13 @@ class RoundLoop:
             return batch
 
     def _select(self, queue) -> list[CycleRequest]:
-        """The next round's requests, first come first served: one per decoder, ROUND_MAX generations, at most
-        JOBS_PER_ROUND jobs, and new generations' prompts up to PREFILL_ROWS tokens in all (a longer one in
-        chunks: each request's `prompt_rows`)."""
+        """The next round's requests: one per decoder, ROUND_MAX generations, at most JOBS_PER_ROUND jobs, first
+        come first served, and new generations' prompts up to PREFILL_ROWS tokens in all, the shortest left to read
+        first (a longer one in chunks: each request's `prompt_rows`), so that a class's short prompts are not read
+        after a few long ones (a long prompt waits at most for the prompts of the class that are shorter)."""
         batch, seen, jobs, prompt_rows = [], set(), 0, 0
-        for req in queue:
+        # a stable sort: jobs and generations already decoding keep their order, ahead of the prompts to read
+        for req in sorted(queue, key=lambda r: 0 if r.job is not None else prompt_rows_of(r.decoder)):
             if req.job is not None:
                 if jobs >= JOBS_PER_ROUND:
                     continue
