@@ -66,6 +66,9 @@ def test_the_cpu_default_tree_follows_the_targets_numerics(monkeypatch):
     assert engine.default_config("cpu", "gguf-blocks").tree == "smollm2-cpu-q4"
     assert presets["smollm2-cpu-q4"] != presets["smollm2-cpu"]
     assert engine.default_config("cpu", "float32").tree == engine.default_config("cpu").tree == "smollm2-cpu"
+    # and its draft runs the block kernel too (Q8_0 copies of the head); elsewhere the fp32 head, bf16 draft LM head
+    assert engine.default_config("cpu", "gguf-blocks").draft_dtype == "q8"
+    assert engine.default_config("cpu", "float32").draft_dtype == engine.default_config("cpu").draft_dtype == "mixed"
     monkeypatch.delitem(TREE_PRESETS, "smollm2-cpu-q4")
     assert engine.default_config("cpu", "gguf-blocks").tree == "smollm2-cpu"
     monkeypatch.delitem(TREE_PRESETS, "smollm2-cpu")
