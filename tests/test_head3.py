@@ -144,6 +144,28 @@ def test_eagle3_drafts_are_its_own_vocabulary(small):
     assert drafted > 0
 
 
+def test_eagle3_drafts_on_q8_blocks_and_keeps_the_output(small):
+    """"q8" (the draft beside a 4-bit target): the EAGLE-3 head's layers and its own LM head as Q8_0 blocks on the
+    block kernel; q moves by the quantization only and the output stays the target's."""
+    from eagle_core.model.planned_linear import GGUF
+    target, _ = small
+    head = repeating_eagle3_head(target, torch.tensor(random.Random(0).sample(range(V), 12)))
+    rng = random.Random(3)
+    for _ in range(4):
+        ids = [rng.randrange(V) for _ in range(rng.randrange(2, 12))]
+        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=16), ids)
+        got = generate(target, head, DecodeConfig(max_new_tokens=16, draft="static", tree="cpu-12", draft_dtype="q8"),
+                       ids)
+        assert got.token_ids == ref.token_ids
+    d = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2, draft_dtype="q8"),
+                     [1, 2]).drafter
+    assert d.kernels == "q8" and d.lm is not head.lm_head and d.lm.kernel_for(1) == GGUF
+    out = torch.randn(5, target.hidden_size)
+    want = torch.softmax(head.logits(out).float(), -1)
+    got = torch.softmax(d._draft_logits(out).float(), -1)
+    assert (got - want).abs().max() < 0.05 and not torch.equal(got, want)
+
+
 @pytest.mark.parametrize("draft_dtype", ["mixed", "bfloat16"])
 def test_eagle3_drafts_through_its_lm_head_in_the_draft_lm_dtype(small, draft_dtype):
     """"mixed" (the CPU default) and bf16 give the EAGLE-3 head's own LM head the draft LM dtype, as EAGLE-1's draft
