@@ -144,26 +144,37 @@ def test_eagle3_drafts_are_its_own_vocabulary(small):
     assert drafted > 0
 
 
+def _drafts_keep_the_targets_output(target, head, draft_dtype, prompts, new_tokens, seed):
+    """EAGLE with `draft_dtype` gives plain decoding's tokens on random prompts; returns the last decoder."""
+    rng = random.Random(seed)
+    for _ in range(prompts):
+        ids = [rng.randrange(V) for _ in range(rng.randrange(2, 12))]
+        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=new_tokens), ids)
+        dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=new_tokens, draft="static", tree="cpu-12",
+                                                      draft_dtype=draft_dtype), ids)
+        while not dec.done:
+            dec.step()
+        assert dec.result().token_ids == ref.token_ids
+    return dec
+
+
+def _q_moves_only_by(d, head, out, tol):
+    """The drafter's q against the head's own (fp32) q on features `out`: within `tol`, and not equal."""
+    want = torch.softmax(head.logits(out).float(), -1)
+    got = torch.softmax(d._draft_logits(out.to(d.dtype)).float(), -1)
+    assert (got - want).abs().max() < tol and not torch.equal(got, want)
+    return want
+
+
 def test_eagle3_drafts_on_q8_blocks_and_keeps_the_output(small):
     """"q8" (the draft beside a 4-bit target): the EAGLE-3 head's layers and its own LM head as Q8_0 blocks on the
     block kernel; q moves by the quantization only and the output stays the target's."""
     from eagle_core.model.planned_linear import GGUF
     target, _ = small
     head = repeating_eagle3_head(target, torch.tensor(random.Random(0).sample(range(V), 12)))
-    rng = random.Random(3)
-    for _ in range(4):
-        ids = [rng.randrange(V) for _ in range(rng.randrange(2, 12))]
-        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=16), ids)
-        got = generate(target, head, DecodeConfig(max_new_tokens=16, draft="static", tree="cpu-12", draft_dtype="q8"),
-                       ids)
-        assert got.token_ids == ref.token_ids
-    d = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2, draft_dtype="q8"),
-                     [1, 2]).drafter
+    d = _drafts_keep_the_targets_output(target, head, "q8", 4, 16, seed=3).drafter
     assert d.kernels == "q8" and d.lm is not head.lm_head and d.lm.kernel_for(1) == GGUF
-    out = torch.randn(5, target.hidden_size)
-    want = torch.softmax(head.logits(out).float(), -1)
-    got = torch.softmax(d._draft_logits(out).float(), -1)
-    assert (got - want).abs().max() < 0.05 and not torch.equal(got, want)
+    _q_moves_only_by(d, head, torch.randn(5, target.hidden_size), 0.05)
 
 
 @pytest.mark.parametrize("draft_dtype", ["mixed", "bfloat16"])
@@ -173,22 +184,11 @@ def test_eagle3_drafts_through_its_lm_head_in_the_draft_lm_dtype(small, draft_dt
     the output stays the target's."""
     target, _ = small
     head = repeating_eagle3_head(target, torch.tensor(random.Random(0).sample(range(V), 12)))
-    rng = random.Random(2)
-    for _ in range(6):
-        ids = [rng.randrange(V) for _ in range(rng.randrange(2, 12))]
-        ref = generate(target, None, DecodeConfig(draft="vanilla", max_new_tokens=20), ids)
-        dec = EagleDecoder(target, head, DecodeConfig(max_new_tokens=20, draft="static", tree="cpu-12",
-                                                      draft_dtype=draft_dtype), ids)
-        while not dec.done:
-            dec.step()
-        assert dec.result().token_ids == ref.token_ids
-    d = dec.drafter
+    d = _drafts_keep_the_targets_output(target, head, draft_dtype, 6, 20, seed=2).drafter
     assert d.lm.weight.dtype == torch.bfloat16 and d.lm is not head.lm_head
     assert d.dtype == (torch.float32 if draft_dtype == "mixed" else torch.bfloat16)
     out = torch.randn(5, target.hidden_size)
-    want = torch.softmax(head.logits(out).float(), -1)
-    got = torch.softmax(d._draft_logits(out.to(d.dtype)).float(), -1)
-    assert (got - want).abs().max() < 0.02 and not torch.equal(got, want)
+    want = _q_moves_only_by(d, head, out, 0.02)
     fp32 = EagleDecoder(target, head, DecodeConfig(max_new_tokens=4, draft="chain", depth=2), [1, 2]).drafter
     assert (torch.softmax(fp32._draft_logits(out).float(), -1) - want).abs().max() < 1e-5   # fp32: head.logits
     with torch.no_grad():       # a head trained on in place: the next drafter's LM-head copy follows it

@@ -91,8 +91,8 @@ __all__ = ["BF16", "GGUF", "KERNEL_NAMES", "MAX_TABLE", "PACKED", "PLAIN", "ROWW
            "kernel_tables", "bf16_kernels_available", "choice_table", "choose_precision", "time_model",
            "short_description"]
 
-MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")   # a target's (EAGLE_LENS_CPU_KERNELS)
-DRAFT_MODES = ("q8",)   # a draft's only: its own weights quantized, never a target's numerical model
+# a target's (EAGLE_LENS_CPU_KERNELS); "q8" is a draft's only (plan_kernels(mode="q8")), never a target's model
+MODES = ("auto", "fp32", "bf16", "plain", "packed", "exact", "q4")
 
 
 def kernel_mode() -> str:
